@@ -1,0 +1,21 @@
+# Every dependency comes from a Debian package; a missing one fails with the package name.
+macro(dionsim_require package apt_name)
+  find_package(${package} ${ARGN} QUIET)
+  if(NOT ${package}_FOUND)
+    message(FATAL_ERROR "dionsim: ${package} not found: install the Debian package '${apt_name}' "
+                        "(scripts/install-deps.sh does it for you)")
+  endif()
+endmacro()
+
+dionsim_require(Boost libboost-graph-dev 1.74 CONFIG COMPONENTS graph program_options)
+dionsim_require(Eigen3 libeigen3-dev 3.3 CONFIG)
+dionsim_require(SQLite3 libsqlite3-dev)
+dionsim_require(nlohmann_json nlohmann-json3-dev 3.10 CONFIG)
+dionsim_require(tomlplusplus libtomlplusplus-dev 3 CONFIG)
+dionsim_require(ZLIB zlib1g-dev)
+if(DIONSIM_BUILD_TESTS)
+  dionsim_require(Catch2 catch2 2 CONFIG)
+endif()
+find_package(benchmark CONFIG QUIET)
+set(DIONSIM_HAVE_BENCHMARK ${benchmark_FOUND})
+find_package(Threads REQUIRED)

@@ -1,0 +1,12 @@
+# One line per optional feature, as llm.c does: what configure found.
+function(dionsim_feature label on detail)
+  if(${on})
+    message(STATUS "  ✓ ${label} ${detail}")
+  else()
+    message(STATUS "  ✗ ${label} ${detail}")
+  endif()
+endfunction()
+message(STATUS "dionsim ${PROJECT_VERSION} (${CMAKE_BUILD_TYPE}):")
+dionsim_feature("CUDA kernels + NCCL " DIONSIM_HAVE_CUDA "(DIONSIM_WITH_CUDA=${DIONSIM_WITH_CUDA}, nvcc ${CMAKE_CUDA_COMPILER_VERSION})")
+dionsim_feature("Catch2 test suites  " DIONSIM_BUILD_TESTS "")
+dionsim_feature("Google Benchmark    " DIONSIM_HAVE_BENCHMARK "")

@@ -1,0 +1,54 @@
+#include "experiments/cli.hpp"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+
+namespace dionsim::cli {
+
+Command::Command(std::string name, std::string usage, std::string summary)
+    : name_(std::move(name)),
+      usage_(std::move(usage)),
+      summary_(std::move(summary)),
+      specific_("Options"),
+      shared_("Shared options") {
+  shared_.add_options()
+      ("help,h", "show this help and exit")
+      ("json", po::bool_switch(&common_.json), "print machine-readable JSON on stdout instead of tables")
+      ("db", po::value<std::string>(&common_.db)->value_name("FILE"), "also record the run in this SQLite database")
+      ("seed", po::value<std::uint64_t>(&common_.seed)->default_value(0)->value_name("N"), "seed of every random stream")
+      ("quiet,q", po::bool_switch(&common_.quiet), "no progress bars or logs on stderr")
+      ("force", po::bool_switch(&common_.force), "with --db: re-run configurations that are already stored");
+}
+
+void Command::positional(const std::string& name, int max_count) { positional_.add(name.c_str(), max_count); }
+
+bool Command::parse(std::span<const std::string> args) {
+  po::options_description all;
+  all.add(specific_).add(shared_);
+  std::vector<std::string> argv(args.begin(), args.end());
+  try {
+    po::store(po::command_line_parser(argv).options(all).positional(positional_).run(), vm_);
+    if (vm_.count("help") != 0) {
+      print_help(std::cout);
+      return false;
+    }
+    po::notify(vm_);
+  } catch (const po::error& e) {
+    throw UsageError(name_ + ": " + e.what() + " (see 'dionsim " + name_ + " --help')");
+  }
+  return true;
+}
+
+void Command::print_help(std::ostream& out) const {
+  out << "usage: dionsim " << name_ << ' ' << usage_ << "\n\n" << summary_ << "\n\n" << specific_ << '\n' << shared_;
+}
+
+void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << '\n'; }
+
+void log(const CommonOptions& common, const std::string& message) {
+  if (!common.quiet) std::cerr << "dionsim: " << message << '\n';
+}
+
+}  // namespace dionsim::cli
