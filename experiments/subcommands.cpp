@@ -6,9 +6,12 @@ namespace dionsim::cli {
 
 // Declared here, defined one per file (cmd_<name>.cpp).
 // (entries are added as the subcommands land)
+int run_collective(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 0> table{};
+  static constexpr std::array<Subcommand, 1> table{{
+      {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
+  }};
   return table;
 }
 
