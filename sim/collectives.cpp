@@ -110,6 +110,33 @@ std::uint64_t FabricNetwork::launch(const CollectiveSpec& spec, Engine::Callback
   return messages;
 }
 
+std::uint64_t FabricNetwork::launch_alltoallv(std::span<const double> bytes, Engine::Callback on_done) {
+  const int w = topology_.ranks();
+  if (bytes.size() != static_cast<std::size_t>(w) * static_cast<std::size_t>(w)) {
+    throw std::invalid_argument("FabricNetwork::launch_alltoallv: need ranks x ranks sizes");
+  }
+  std::uint64_t messages = 0;
+  for (int src = 0; src < w; ++src) {
+    for (int dst = 0; dst < w; ++dst) {
+      const double b = bytes[static_cast<std::size_t>(src) * w + dst];
+      if (!(b >= 0)) throw std::invalid_argument("FabricNetwork::launch_alltoallv: negative size");
+      if (src != dst && b > 0) ++messages;
+    }
+  }
+  if (messages == 0) {
+    engine_.after(SimTime{}, std::move(on_done));
+    return 0;
+  }
+  auto countdown = std::make_shared<Countdown>(Countdown{messages, std::move(on_done)});
+  for (int src = 0; src < w; ++src) {
+    for (int dst = 0; dst < w; ++dst) {
+      const double b = bytes[static_cast<std::size_t>(src) * w + dst];
+      if (src != dst && b > 0) send(src, dst, b, [countdown] { countdown->tick(); });
+    }
+  }
+  return messages;
+}
+
 namespace {
 
 // The fast path for uniform direct collectives on a symmetric fabric.

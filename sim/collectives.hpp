@@ -14,6 +14,7 @@
 //    docs/simulator.md), and falls back to the exact path otherwise.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ class FabricNetwork {
   // when its last message is delivered. Returns the number of messages. Throws
   // std::invalid_argument for a malformed spec (validate_spec first for a user-facing error).
   std::uint64_t launch(const CollectiveSpec& spec, Engine::Callback on_done);
+
+  // All-to-all with per-pair sizes (alltoallv): bytes[src * w + dst]; the diagonal is a local
+  // copy and zero entries send nothing. Exact. Returns the number of messages.
+  std::uint64_t launch_alltoallv(std::span<const double> bytes, Engine::Callback on_done);
 
  private:
   Engine& engine_;

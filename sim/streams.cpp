@@ -58,6 +58,9 @@ void StreamProgram::begin(OpId id) {
     case Kind::collective:
       network_->launch(op.spec, [this, id] { finish(id); });
       break;
+    case Kind::alltoallv:
+      network_->launch_alltoallv(op.matrix, [this, id] { finish(id); });
+      break;
     case Kind::send:
       network_->send(op.record.rank, op.dst, op.record.bytes, [this, id] { finish(id); });
       break;
@@ -111,6 +114,24 @@ OpId StreamProgram::collective(const CollectiveSpec& spec, std::string label, st
   op.record = OpRecord{std::move(label), -1, Stream::comm, static_cast<double>(spec.bytes), {}, {}, false, false};
   op.kind = Kind::collective;
   op.spec = spec;
+  op.not_before = not_before;
+  std::vector<std::size_t> streams;
+  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
+  return add(std::move(op), deps, streams);
+}
+
+OpId StreamProgram::alltoallv(std::vector<double> bytes, std::string label, std::span<const OpId> deps,
+                              SimTime not_before) {
+  if (network_ == nullptr) throw std::logic_error("StreamProgram::alltoallv: no network");
+  if (bytes.size() != static_cast<std::size_t>(ranks_) * static_cast<std::size_t>(ranks_)) {
+    throw std::invalid_argument("StreamProgram::alltoallv: need ranks x ranks sizes");
+  }
+  double total = 0;
+  for (const double b : bytes) total += b;
+  Op op;
+  op.record = OpRecord{std::move(label), -1, Stream::comm, total, {}, {}, false, false};
+  op.kind = Kind::alltoallv;
+  op.matrix = std::move(bytes);
   op.not_before = not_before;
   std::vector<std::size_t> streams;
   for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));

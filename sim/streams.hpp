@@ -55,6 +55,9 @@ class StreamProgram {
   // A collective over all ranks, simulated as flows on the network (exact path).
   OpId collective(const CollectiveSpec& spec, std::string label, std::span<const OpId> deps = {},
                   SimTime not_before = SimTime{});
+  // An all-to-all with per-pair sizes (bytes[src * ranks + dst]) over all ranks, as flows.
+  OpId alltoallv(std::vector<double> bytes, std::string label, std::span<const OpId> deps = {},
+                 SimTime not_before = SimTime{});
   // A collective over all ranks lasting `duration` (no flows on the network).
   OpId collective_timed(SimTime duration, double bytes, std::string label, std::span<const OpId> deps = {},
                         SimTime not_before = SimTime{});
@@ -73,12 +76,13 @@ class StreamProgram {
   [[nodiscard]] SimTime makespan() const;
 
  private:
-  enum class Kind : std::uint8_t { delay, collective, send };
+  enum class Kind : std::uint8_t { delay, collective, alltoallv, send };
   struct Op {
     OpRecord record;
     Kind kind = Kind::delay;
     SimTime duration;
     CollectiveSpec spec;
+    std::vector<double> matrix;  // alltoallv sizes
     int dst = 0;
     SimTime not_before;
     std::uint32_t waiting = 0;           // unfinished predecessors

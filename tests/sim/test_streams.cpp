@@ -130,3 +130,31 @@ TEST_CASE("ops with no network refuse network work", "[streams]") {
   CHECK_THROWS(p.send(0, 1, 1, "s"));
   CHECK_THROWS(p.compute(2, us(1), "bad rank"));
 }
+
+TEST_CASE("alltoallv: uniform sizes equal the all-to-all; skewed sizes wait for the largest", "[streams]") {
+  const dionsim::topo::Topology t(fabric(), 2, 2);
+  const int w = t.ranks();
+  CollectiveSpec a2a;
+  a2a.op = CollectiveOp::alltoall;
+  a2a.bytes = 4 * (8LL << 20);
+  const SimTime uniform = simulate_collective(t, a2a, Mode::exact).time;
+  std::vector<double> m(static_cast<std::size_t>(w * w), 8.0 * (1 << 20));
+  {
+    Engine e;
+    FabricNetwork net(e, t);
+    StreamProgram p(e, w, &net);
+    const OpId x = p.alltoallv(m, "a2av");
+    p.run();
+    CHECK(p.op(x).end == uniform);
+  }
+  // Only rank 0 -> rank 2 sends, 64 MB over a 10 GB/s NIC plus 1 us.
+  std::fill(m.begin(), m.end(), 0.0);
+  m[0 * w + 2] = 64e6;
+  Engine e;
+  FabricNetwork net(e, t);
+  StreamProgram p(e, w, &net);
+  const OpId x = p.alltoallv(m, "a2av");
+  p.run();
+  CHECK(p.op(x).end.to_us() == Approx(64e6 / 10e9 * 1e6 + 1).epsilon(1e-9));
+  CHECK_THROWS(p.alltoallv(std::vector<double>(3, 1.0), "wrong size"));
+}
