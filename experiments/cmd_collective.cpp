@@ -140,6 +140,13 @@ int run_collective(std::span<const std::string> args) {
     spec.bytes = s;
     sim::validate_spec(spec, topology);
   }
+  // The exact path holds one flow per message (~400 B each): refuse what would not fit.
+  const bool fast_ok = mode == sim::Mode::fast && topology.symmetric() && algorithm == "direct";
+  const double messages = static_cast<double>(topology.ranks()) * (topology.ranks() - 1);
+  if (spec.op != sim::CollectiveOp::sendrecv && !fast_ok && messages > 3.4e7) {
+    throw_bad_usage("--mode", mode_name, "a shape the exact per-flow path can hold (at most ~5800 ranks); the fast "
+                                         "path needs --algorithm direct and a symmetric fabric (full leaves)");
+  }
   if (cmd.has("dump-topology")) {
     const std::string path = vm["dump-topology"].as<std::string>();
     std::ofstream dot(path);
