@@ -3,13 +3,13 @@
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "sim/collectives.hpp"
-#include "topologies/topology_file.hpp"
+#include "topologies/fabric_choice.hpp"
 
 namespace dionsim::cli {
 namespace {
@@ -22,38 +22,9 @@ sim::CollectiveOp parse_op(const std::string& s) {
   throw_bad_usage("--op", s, "alltoall, allgather, reducescatter or sendrecv");
 }
 
-// Exactly one of --fabric, --topology, --nvlink-GBps/--nic-GBps; then the overrides.
-topo::FabricSpec resolve_fabric(const Command& cmd, int gpus_per_node) {
-  const auto& vm = cmd.vm();
-  const int sources = static_cast<int>(cmd.has("fabric")) + static_cast<int>(cmd.has("topology")) +
-                      static_cast<int>(cmd.has("nvlink-GBps") || cmd.has("nic-GBps"));
-  if (sources != 1) {
-    throw UsageError("collective: give exactly one of --fabric PRESET, --topology FILE, or --nvlink-GBps X --nic-GBps Y");
-  }
-  topo::FabricSpec spec;
-  if (cmd.has("fabric")) {
-    spec = topo::preset(vm["fabric"].as<std::string>());
-  } else if (cmd.has("topology")) {
-    const auto file = topo::load_topology_file(vm["topology"].as<std::string>());
-    if (file.gpus_per_node && *file.gpus_per_node != gpus_per_node) {
-      throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node),
-                      std::to_string(*file.gpus_per_node) + " as in " + vm["topology"].as<std::string>());
-    }
-    spec = file.spec;
-  } else {
-    if (!cmd.has("nvlink-GBps") || !cmd.has("nic-GBps")) throw UsageError("collective: --nvlink-GBps and --nic-GBps go together");
-    for (const char* flag : {"nvlink-GBps", "nic-GBps"}) {
-      const double v = vm[flag].as<double>();
-      if (!(v > 0)) throw_bad_usage(std::string("--") + flag, std::to_string(v), "a positive number of GB/s");
-    }
-    spec.name = "custom";
-    spec.nvlink_GBps = vm["nvlink-GBps"].as<double>();
-    spec.nic_GBps = vm["nic-GBps"].as<double>();
-  }
-  if (cmd.has("oversubscription")) spec.oversubscription = vm["oversubscription"].as<double>();
-  if (cmd.has("latency-us")) spec.nvlink_latency_us = spec.nic_latency_us = vm["latency-us"].as<double>();
-  topo::validate(spec, "", true);
-  return spec;
+template <typename T>
+std::optional<T> get(const Command& cmd, const char* name) {
+  return cmd.has(name) ? std::optional<T>(cmd.vm()[name].as<T>()) : std::nullopt;
 }
 
 std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
@@ -63,15 +34,9 @@ std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
     return {parse_size_bytes(vm["bytes"].as<std::string>(), "--bytes")};
   }
   if (!cmd.has("minbytes") || !cmd.has("maxbytes")) throw UsageError("collective: give --bytes S or -b MIN -e MAX [-f FACTOR]");
-  const std::int64_t lo = parse_size_bytes(vm["minbytes"].as<std::string>(), "--minbytes");
-  const std::int64_t hi = parse_size_bytes(vm["maxbytes"].as<std::string>(), "--maxbytes");
-  const std::int64_t factor = vm["stepfactor"].as<std::int64_t>();
-  if (lo > hi) throw UsageError("invalid sizes for 'minbytes' and 'maxbytes': " + std::to_string(lo) + " > " + std::to_string(hi));
-  if (factor < 2) throw_bad_usage("--stepfactor", std::to_string(factor), "an integer >= 2");
-  if (lo == 0) throw_bad_usage("--minbytes", "0", "a size > 0 with -b/-e (use --bytes 0 for an empty collective)");
-  std::vector<std::int64_t> sizes;
-  for (std::int64_t s = lo; s <= hi; s *= factor) sizes.push_back(s);
-  return sizes;
+  return sim::sweep_sizes(parse_size_bytes(vm["minbytes"].as<std::string>(), "--minbytes"),
+                          parse_size_bytes(vm["maxbytes"].as<std::string>(), "--maxbytes"),
+                          vm["stepfactor"].as<std::int64_t>());
 }
 
 }  // namespace
@@ -133,7 +98,10 @@ int run_collective(std::span<const std::string> args) {
   const std::string mode_name = vm["mode"].as<std::string>();
   if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
   const auto mode = mode_name == "fast" ? sim::Mode::fast : sim::Mode::exact;
-  const topo::FabricSpec fabric = resolve_fabric(cmd, static_cast<int>(g));
+  const topo::FabricSpec fabric = topo::resolve_fabric(
+      {get<std::string>(cmd, "fabric"), get<std::string>(cmd, "topology"), get<double>(cmd, "nvlink-GBps"),
+       get<double>(cmd, "nic-GBps"), get<double>(cmd, "oversubscription"), get<double>(cmd, "latency-us")},
+      static_cast<int>(g));
   const std::vector<std::int64_t> sizes = resolve_sizes(cmd);
   const topo::Topology topology(fabric, static_cast<int>(nodes), static_cast<int>(g));
   for (const auto s : sizes) {

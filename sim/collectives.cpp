@@ -25,6 +25,20 @@ double bus_factor(CollectiveOp op, int ranks) {
   return static_cast<double>(ranks - 1) / ranks;
 }
 
+std::vector<std::int64_t> sweep_sizes(std::int64_t lo, std::int64_t hi, std::int64_t factor) {
+  if (lo > hi) {
+    throw UsageError("invalid sizes for 'minbytes' and 'maxbytes': " + std::to_string(lo) + " > " + std::to_string(hi));
+  }
+  if (factor < 2) throw_bad_usage("--stepfactor", std::to_string(factor), "an integer >= 2");
+  if (lo <= 0) throw_bad_usage("--minbytes", std::to_string(lo), "a size > 0 (use --bytes 0 for an empty collective)");
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = lo; s <= hi; s *= factor) {
+    sizes.push_back(s);
+    if (s > hi / factor) break;  // the next one would pass max (or overflow)
+  }
+  return sizes;
+}
+
 void validate_spec(const CollectiveSpec& spec, const topo::Topology& topology) {
   if (spec.bytes < 0) throw_bad_usage("--bytes", std::to_string(spec.bytes), "a size >= 0");
   if (spec.op == CollectiveOp::sendrecv) {

@@ -74,6 +74,11 @@ class FabricNetwork {
   std::vector<LinkUse> scratch_;
 };
 
+// nccl-tests' -b/-e/-f sweep: min, min*factor, ... <= max. UsageError for min > max ("invalid
+// sizes for 'minbytes' and 'maxbytes': 8 > 4"), min = 0, or factor < 2.
+[[nodiscard]] std::vector<std::int64_t> sweep_sizes(std::int64_t min_bytes, std::int64_t max_bytes,
+                                                    std::int64_t factor);
+
 // Checks a spec against a topology; throws UsageError naming the flag.
 void validate_spec(const CollectiveSpec& spec, const topo::Topology& topology);
 
