@@ -142,6 +142,7 @@ TEST_CASE("fast (symmetry classes) == exact (one flow per message)", "[collectiv
       {2, 4, Layout::rail, 32, 1, 450, 50},  {4, 2, Layout::rail, 2, 2, 450, 50},
       {6, 4, Layout::node, 8, 3, 450, 50},   {8, 8, Layout::rail, 4, 1.5, 450, 50},
       {4, 4, Layout::node, 4, 1, 20, 50},    {6, 2, Layout::rail, 3, 2.5, 100, 45},
+      {16, 8, Layout::rail, 4, 2, 450, 50},
   };
   for (const auto& s : shapes) {
     FabricSpec f = fabric(s.nvlink, s.nic, 4, s.layout, s.radix, s.oversub);
