@@ -423,6 +423,26 @@ std::vector<StepMetrics> reduce_steps(const KinetoTrace& trace) {
   return out;
 }
 
+json to_json(const StepMetrics& m) {
+  return {{"rank", m.rank},
+          {"step", m.step},
+          {"opt_step_ms", m.opt_step_ms},
+          {"opt_cpu_span_ms", m.opt_cpu_span_ms},
+          {"opt_gpu_window_ms", m.opt_gpu_window_ms},
+          {"opt_gpu_ms", m.opt_gpu_ms},
+          {"opt_gpu_idle_pct", m.opt_gpu_idle_pct},
+          {"a2a_ms", m.a2a_ms},
+          {"a2a_payload_bytes", m.a2a_payload_bytes},
+          {"a2a_count", m.a2a_count},
+          {"allgather_ms", m.allgather_ms},
+          {"allgather_bytes", m.allgather_bytes},
+          {"gemm_ms", m.gemm_ms},
+          {"gemm_count", m.gemm_count},
+          {"gemm_flops", m.gemm_flops},
+          {"non_gemm_ms", m.non_gemm_ms},
+          {"kernel_count", m.kernel_count}};
+}
+
 std::vector<RoleTotal> role_totals(const KinetoTrace& trace) {
   std::vector<RoleTotal> totals;
   for (KernelRole role : {KernelRole::ns_gemm, KernelRole::opt_alltoall, KernelRole::opt_allgather, KernelRole::opt_other,

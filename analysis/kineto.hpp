@@ -14,6 +14,7 @@
 // launch event is missing fall back to the step whose CPU window contains the kernel's start.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -104,6 +105,8 @@ struct StepMetrics {
 
 // Per-step metrics of one trace, in step order. Empty when the trace has no optimizer step.
 [[nodiscard]] std::vector<StepMetrics> reduce_steps(const KinetoTrace& trace);
+// {"rank", "step", "opt_step_ms", …}: every field of StepMetrics under its own name.
+[[nodiscard]] nlohmann::json to_json(const StepMetrics& metrics);
 
 // Sum of kernel time (ms) and count per role over the whole trace (steps and outside).
 struct RoleTotal {

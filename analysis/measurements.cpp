@@ -313,6 +313,17 @@ std::vector<MeasuredConfiguration> group_configurations(const std::vector<Measur
   return groups;
 }
 
+nlohmann::json to_json(const MeasuredConfiguration& g) {
+  const MeasurementConfig& c = g.config;
+  nlohmann::json out = {{"source", c.source},       {"run", c.run},     {"hardware", c.hardware},
+                        {"gpus_per_node", c.gpus_per_node}, {"nodes", c.nodes}, {"world", c.world},
+                        {"model", c.model},         {"optimizer", c.optimizer}, {"ns", c.ns},
+                        {"scope", c.scope},         {"fraction", c.fraction}};
+  out["capacity_factor"] = c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json(nullptr);
+  out["metrics"] = g.metrics;
+  return out;
+}
+
 // ---- H200 anchors -------------------------------------------------------------------------------
 
 Anchors parse_anchors_csv(const std::string& text, const std::string& source) {

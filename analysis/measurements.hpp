@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +71,8 @@ struct MeasuredConfiguration {
 };
 // Groups rows by their full configuration (ns included), in order of first appearance.
 [[nodiscard]] std::vector<MeasuredConfiguration> group_configurations(const std::vector<MeasurementRow>& rows);
+// The configuration's columns ("capacity_factor": null for auto) plus "metrics": {name: value}.
+[[nodiscard]] nlohmann::json to_json(const MeasuredConfiguration& configuration);
 
 // ---- H200 anchors -------------------------------------------------------------------------------
 
