@@ -183,4 +183,32 @@ std::vector<KernelPoint> kernel_points(const KinetoTrace& trace, KernelRole role
   return points;
 }
 
+Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,
+                                    const std::vector<std::string>& sources, const std::string& tool) {
+  Calibration c;
+  c.name = name;
+  c.hardware = traces.empty() ? "" : traces.front().device_name;
+  c.sources = sources;
+  c.tool = tool;
+  c.method = "NS GEMM kernels with shapes from their aten op: t = overhead + 2bmnk/throughput, weighted least squares "
+             "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU";
+  for (const auto& [overlap, label] : {std::pair{CollectiveOverlap::isolated, std::string("isolated")},
+                                       std::pair{CollectiveOverlap::overlapping, std::string("overlapped")}}) {
+    std::vector<KernelPoint> points;
+    for (const auto& t : traces) {
+      const auto more = kernel_points(t, KernelRole::ns_gemm, overlap);
+      points.insert(points.end(), more.begin(), more.end());
+    }
+    if (points.size() < 3) continue;  // not enough kernels of this kind to fit
+    const KernelFit fit = fit_kernel_time("ns_gemm_" + label, points);
+    add(c, "ns_gemm_" + label + "_overhead_us", fit.overhead_us, "us");
+    add(c, "ns_gemm_" + label + "_tflops", fit.tflops, "TFLOP/s");
+  }
+  if (c.parameters.empty()) {
+    throw InputError((sources.empty() ? std::string("traces") : sources.front()) +
+                     ": no NS GEMM kernels with known shapes to fit (record the trace with record_shapes=True)");
+  }
+  return c;
+}
+
 }  // namespace dionsim::analysis

@@ -65,4 +65,10 @@ enum class CollectiveOverlap { any, overlapping, isolated };
 [[nodiscard]] std::vector<KernelPoint> kernel_points(const KinetoTrace& trace, KernelRole role,
                                                      CollectiveOverlap overlap = CollectiveOverlap::any);
 
+// NS GEMM throughput and per-kernel overhead from traces (pooled), split by overlap with an NCCL
+// kernel: ns_gemm_{isolated,overlapped}_{overhead_us,tflops}. A population with fewer than three
+// kernels is left out; InputError when neither can be fitted (no GEMM shapes recorded).
+[[nodiscard]] Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,
+                                                  const std::vector<std::string>& sources, const std::string& tool);
+
 }  // namespace dionsim::analysis

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -441,6 +442,72 @@ json to_json(const StepMetrics& m) {
           {"gemm_flops", m.gemm_flops},
           {"non_gemm_ms", m.non_gemm_ms},
           {"kernel_count", m.kernel_count}};
+}
+
+std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces) {
+  if (traces.empty()) return {};
+  std::vector<std::vector<StepMetrics>> per_rank;
+  std::vector<std::vector<std::vector<std::int64_t>>> a2a_durations;  // [trace][step][i] ns, launch order
+  std::set<int> ranks;
+  for (const auto& t : traces) {
+    if (!ranks.insert(t.rank).second) {
+      throw_bad_input(t.source, "rank", std::to_string(t.rank), "one trace per rank (this rank was given twice)");
+    }
+    per_rank.push_back(reduce_steps(t));
+    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(t.steps.size());
+    for (const auto& k : t.kernels) {
+      if (k.role == KernelRole::opt_alltoall) launches[static_cast<std::size_t>(k.step)].emplace_back(k.launch_ns, k.dur_ns);
+    }
+    auto& durations = a2a_durations.emplace_back();
+    for (auto& step : launches) {
+      std::sort(step.begin(), step.end());
+      auto& d = durations.emplace_back();
+      for (const auto& [launch, dur] : step) d.push_back(dur);
+    }
+  }
+  const auto& reference = traces.front();
+  std::vector<CrossRankStep> out;
+  for (std::size_t t = 1; t < traces.size(); ++t) {
+    if (per_rank[t].size() != per_rank[0].size()) {
+      throw_bad_input(traces[t].source, "optimizer steps", std::to_string(per_rank[t].size()),
+                      std::to_string(per_rank[0].size()) + " like " + reference.source);
+    }
+  }
+  for (std::size_t s = 0; s < per_rank[0].size(); ++s) {
+    CrossRankStep c;
+    c.step = static_cast<int>(s);
+    c.ranks = static_cast<int>(traces.size());
+    c.a2a_payload_bytes = per_rank[0][s].a2a_payload_bytes;
+    const std::size_t count = a2a_durations[0][s].size();
+    std::vector<std::int64_t> fastest(count, INT64_MAX);
+    for (std::size_t t = 0; t < traces.size(); ++t) {
+      const StepMetrics& m = per_rank[t][s];
+      if (a2a_durations[t][s].size() != count || m.a2a_payload_bytes != c.a2a_payload_bytes) {
+        throw_bad_input(traces[t].source, "step " + std::to_string(s) + " all-to-alls",
+                        std::to_string(a2a_durations[t][s].size()) + " sending " + std::to_string(m.a2a_payload_bytes) + " B",
+                        std::to_string(count) + " sending " + std::to_string(c.a2a_payload_bytes) + " B like " + reference.source);
+      }
+      c.opt_step_ms_max = std::max(c.opt_step_ms_max, m.opt_step_ms);
+      for (std::size_t i = 0; i < count; ++i) fastest[i] = std::min(fastest[i], a2a_durations[t][s][i]);
+    }
+    for (const auto d : fastest) c.a2a_transfer_ms += static_cast<double>(d) / kNsPerMs;
+    for (std::size_t t = 0; t < traces.size(); ++t) {
+      c.a2a_wait_ms_max = std::max(c.a2a_wait_ms_max, per_rank[t][s].a2a_ms - c.a2a_transfer_ms);
+    }
+    c.a2a_algbw_GBps = c.a2a_transfer_ms > 0 ? static_cast<double>(c.a2a_payload_bytes) / (c.a2a_transfer_ms * 1e6) : 0.0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+json to_json(const CrossRankStep& c) {
+  return {{"step", c.step},
+          {"ranks", c.ranks},
+          {"opt_step_ms_max", c.opt_step_ms_max},
+          {"a2a_transfer_ms", c.a2a_transfer_ms},
+          {"a2a_wait_ms_max", c.a2a_wait_ms_max},
+          {"a2a_payload_bytes", c.a2a_payload_bytes},
+          {"a2a_algbw_GBps", c.a2a_algbw_GBps}};
 }
 
 std::vector<RoleTotal> role_totals(const KinetoTrace& trace) {

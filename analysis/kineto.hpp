@@ -108,6 +108,22 @@ struct StepMetrics {
 // {"rank", "step", "opt_step_ms", …}: every field of StepMetrics under its own name.
 [[nodiscard]] nlohmann::json to_json(const StepMetrics& metrics);
 
+// One optimizer step seen from all ranks of a run (one trace per rank). A collective kernel's
+// duration on a rank includes waiting for the peers that arrive later; the rank that arrives last
+// waits least, so the shortest duration of the i-th all-to-all across ranks is its transfer time.
+struct CrossRankStep {
+  int step = 0;
+  int ranks = 0;
+  double opt_step_ms_max = 0;             // slowest rank's opt_step_ms
+  double a2a_transfer_ms = 0;             // Σ over the step's all-to-alls of min over ranks of duration
+  double a2a_wait_ms_max = 0;             // max over ranks of (its a2a_ms − a2a_transfer_ms)
+  std::int64_t a2a_payload_bytes = 0;     // per rank (equal on every rank, checked)
+  double a2a_algbw_GBps = 0;              // payload / transfer time (nccl-tests algbw, self chunk included)
+};
+// InputError when the traces disagree on the number of steps or all-to-alls per step, or repeat a rank.
+[[nodiscard]] std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces);
+[[nodiscard]] nlohmann::json to_json(const CrossRankStep& step);
+
 // Sum of kernel time (ms) and count per role over the whole trace (steps and outside).
 struct RoleTotal {
   KernelRole role;

@@ -59,34 +59,6 @@ void print_step_table(const std::string& file, const std::vector<analysis::StepM
   }
 }
 
-// NS GEMM throughput from the traces, split by whether a collective kernel ran alongside.
-analysis::Calibration calibrate_traces(const std::vector<analysis::KinetoTrace>& traces, const std::string& name,
-                                       const std::vector<std::string>& files) {
-  analysis::Calibration c;
-  c.name = name;
-  c.hardware = traces.front().device_name;
-  c.sources = files;
-  c.tool = "dionsim " DIONSIM_VERSION;
-  c.method = "NS GEMM kernels with shapes from their aten op: t = overhead + 2bmnk/throughput, weighted least squares "
-             "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU";
-  using analysis::CollectiveOverlap;
-  for (const auto& [overlap, label] : {std::pair{CollectiveOverlap::isolated, "isolated"},
-                                       std::pair{CollectiveOverlap::overlapping, "overlapped"}}) {
-    std::vector<analysis::KernelPoint> points;
-    for (const auto& t : traces) {
-      const auto more = analysis::kernel_points(t, analysis::KernelRole::ns_gemm, overlap);
-      points.insert(points.end(), more.begin(), more.end());
-    }
-    if (points.size() < 3) continue;  // not enough kernels of this kind to fit
-    const auto fit = analysis::fit_kernel_time(std::string("ns_gemm_") + label, points);
-    c.parameters["ns_gemm_" + std::string(label) + "_overhead_us"] = {fit.overhead_us.value, fit.overhead_us.std_error, "us"};
-    c.parameters["ns_gemm_" + std::string(label) + "_tflops"] = {fit.tflops.value, fit.tflops.std_error, "TFLOP/s"};
-  }
-  if (c.parameters.empty()) throw InputError(files.front() + ": no NS GEMM kernels with known shapes to fit "
-                                             "(record the trace with record_shapes=True)");
-  return c;
-}
-
 }  // namespace
 
 int run_calibrate(std::span<const std::string> args) {
@@ -115,6 +87,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (name.empty()) name = std::filesystem::path(measured.front()).filename().string();
 
   nlohmann::json dumped = nlohmann::json::array();
+  nlohmann::json across_json = nlohmann::json::array();
   analysis::Calibration calibration;
   if (kind == InputKind::trace) {
     std::vector<analysis::KinetoTrace> traces;
@@ -129,7 +102,17 @@ int run_calibrate(std::span<const std::string> args) {
         dumped.push_back(row);
       }
     }
-    if (!dump) calibration = calibrate_traces(traces, name, measured);
+    if (dump && traces.size() > 1) {
+      const auto across = analysis::reduce_across_ranks(traces);
+      if (!cmd.common().json) std::printf("# across %zu ranks\n%4s %15s %15s %15s %14s %14s\n", traces.size(), "step",
+                                          "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max", "a2a_bytes", "a2a_algbw_GBps");
+      for (const auto& c : across) {
+        if (!cmd.common().json) std::printf("%4d %15.3f %15.3f %15.3f %14lld %14.1f\n", c.step, c.opt_step_ms_max, c.a2a_transfer_ms,
+                                            c.a2a_wait_ms_max, static_cast<long long>(c.a2a_payload_bytes), c.a2a_algbw_GBps);
+        across_json.push_back(analysis::to_json(c));
+      }
+    }
+    if (!dump) calibration = analysis::calibration_from_traces(traces, name, measured, "dionsim " DIONSIM_VERSION);
   } else if (kind == InputKind::measurements) {
     const auto groups = analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
     for (const auto& g : groups) dumped.push_back(analysis::to_json(g));
@@ -147,7 +130,8 @@ int run_calibrate(std::span<const std::string> args) {
     calibration = analysis::calibration_from_anchors(analysis::fit_anchors(anchors), name, measured.front(), "dionsim " DIONSIM_VERSION);
   }
   if (dump) {
-    if (cmd.common().json) print_json(dumped);
+    if (cmd.common().json && kind == InputKind::trace) print_json({{"per_rank", dumped}, {"across_ranks", across_json}});
+    else if (cmd.common().json) print_json(dumped);
     return 0;
   }
   if (!out.empty()) {

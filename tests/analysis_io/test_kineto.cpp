@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/kineto.hpp"
@@ -248,4 +249,30 @@ TEST_CASE("shared H200 traces: a2a payload equals the spec's byte formula", "[ki
   }
   CHECK(spec_a2a_bytes(true, 2, 0.25) == 402'653'184);
   CHECK(spec_a2a_bytes(false, 2, 0.25) == 100'663'296);
+}
+
+TEST_CASE("shared H200 traces across ranks: all-to-all transfer time without the wait", "[kineto][shared]") {
+  // Reference values: the same rule (per all-to-all, in launch order, the shorter duration of the
+  // two ranks) computed by an independent Python reading of the trace files.
+  const std::map<std::string, std::vector<double>> expected_ms = {{"global", {0.745217, 0.743488, 0.747583}},
+                                                                  {"local", {0.207839, 0.211007, 0.210657}}};
+  for (const auto& [scope, transfer] : expected_ms) {
+    INFO(scope);
+    const std::vector<KinetoTrace> traces = {read_kineto_trace(kTraces / ("trace_" + scope + "_rank0.json.gz")),
+                                             read_kineto_trace(kTraces / ("trace_" + scope + "_rank1.json.gz"))};
+    const auto steps = reduce_across_ranks(traces);
+    REQUIRE(steps.size() == 3);
+    for (std::size_t s = 0; s < 3; ++s) {
+      CHECK(steps[s].ranks == 2);
+      CHECK(steps[s].a2a_transfer_ms == Approx(transfer[s]).margin(2e-5));
+      CHECK(steps[s].a2a_payload_bytes == spec_a2a_bytes(scope == "global", 2, 0.25));
+      CHECK(steps[s].a2a_algbw_GBps == Approx(static_cast<double>(steps[s].a2a_payload_bytes) / (transfer[s] * 1e6)).epsilon(1e-4));
+      // One rank waited for the other for most of its all-to-all time.
+      CHECK(steps[s].a2a_wait_ms_max > 5 * steps[s].a2a_transfer_ms);
+    }
+    CHECK_THROWS_WITH(reduce_across_ranks({traces[0], traces[0]}), Catch::Contains("rank: got '0', expected one trace per rank"));
+  }
+  const std::vector<KinetoTrace> mixed = {read_kineto_trace(kTraces / "trace_global_rank0.json.gz"),
+                                          read_kineto_trace(kTraces / "trace_local_rank1.json.gz")};
+  CHECK_THROWS_WITH(reduce_across_ranks(mixed), Catch::Contains("step 0 all-to-alls: got '6 sending 100663296 B'"));
 }
