@@ -191,7 +191,9 @@ Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, cons
   c.sources = sources;
   c.tool = tool;
   c.method = "NS GEMM kernels with shapes from their aten op: t = overhead + 2bmnk/throughput, weighted least squares "
-             "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU";
+             "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU; "
+             "all-to-all kernels of runs with several ranks (traces overlapping in time): t = latency + bytes/algbw "
+             "with t the shortest duration of each collective over the ranks";
   for (const auto& [overlap, label] : {std::pair{CollectiveOverlap::isolated, std::string("isolated")},
                                        std::pair{CollectiveOverlap::overlapping, std::string("overlapped")}}) {
     std::vector<KernelPoint> points;
@@ -203,6 +205,24 @@ Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, cons
     const KernelFit fit = fit_kernel_time("ns_gemm_" + label, points);
     add(c, "ns_gemm_" + label + "_overhead_us", fit.overhead_us, "us");
     add(c, "ns_gemm_" + label + "_tflops", fit.tflops, "TFLOP/s");
+  }
+  // All-to-all kernel transfer time vs size, from runs with several ranks (waiting removed).
+  std::map<int, std::vector<CollectivePoint>> by_world;
+  for (const auto& run : group_into_runs(traces)) {
+    if (run.size() < 2) continue;
+    for (const auto& x : alltoall_transfers(run)) {
+      by_world[run.front().world_size].push_back(CollectivePoint{x.bytes, static_cast<double>(x.transfer_ns) / 1e3});
+    }
+  }
+  for (const auto& [world, points] : by_world) {
+    std::set<std::int64_t> sizes;
+    for (const auto& p : points) sizes.insert(p.bytes);
+    if (sizes.size() < 2 || points.size() < 3) continue;  // one message size cannot separate latency from bandwidth
+    const CollectiveFit fit = fit_collective("all_to_all", world, points);
+    const std::string prefix = "nccl_all_to_all_w" + std::to_string(world) + "_kernel_";
+    add(c, prefix + "latency_us", fit.latency_us, "us");
+    add(c, prefix + "algbw_GBps", fit.algbw_GBps, "GB/s");
+    add(c, prefix + "busbw_GBps", fit.busbw_GBps, "GB/s");
   }
   if (c.parameters.empty()) {
     throw InputError((sources.empty() ? std::string("traces") : sources.front()) +

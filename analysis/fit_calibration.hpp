@@ -67,7 +67,9 @@ enum class CollectiveOverlap { any, overlapping, isolated };
 
 // NS GEMM throughput and per-kernel overhead from traces (pooled), split by overlap with an NCCL
 // kernel: ns_gemm_{isolated,overlapped}_{overhead_us,tflops}. A population with fewer than three
-// kernels is left out; InputError when neither can be fitted (no GEMM shapes recorded).
+// kernels is left out. Traces of several ranks of one run (group_into_runs) with all-to-alls of at
+// least two sizes also give nccl_all_to_all_w<W>_kernel_{latency_us,algbw_GBps,busbw_GBps}: kernel
+// transfer time without host overhead or waiting. InputError when nothing can be fitted.
 [[nodiscard]] Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,
                                                   const std::vector<std::string>& sources, const std::string& tool);
 

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -444,60 +445,113 @@ json to_json(const StepMetrics& m) {
           {"kernel_count", m.kernel_count}};
 }
 
-std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces) {
-  if (traces.empty()) return {};
-  std::vector<std::vector<StepMetrics>> per_rank;
-  std::vector<std::vector<std::vector<std::int64_t>>> a2a_durations;  // [trace][step][i] ns, launch order
+namespace {
+
+// Per step, the all-to-all kernels of one trace in launch order: (duration ns, bytes per rank).
+std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> alltoalls_by_step(const KinetoTrace& t) {
+  std::vector<std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>> launched(t.steps.size());
+  for (const auto& k : t.kernels) {
+    if (k.role == KernelRole::opt_alltoall) {
+      launched[static_cast<std::size_t>(k.step)].emplace_back(k.launch_ns, k.dur_ns, k.payload_bytes());
+    }
+  }
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> out;
+  for (auto& step : launched) {
+    std::sort(step.begin(), step.end());
+    auto& row = out.emplace_back();
+    for (const auto& [launch, dur, bytes] : step) row.emplace_back(dur, bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<AlltoallTransfer> alltoall_transfers(const std::vector<KinetoTrace>& traces) {
+  std::vector<AlltoallTransfer> out;
+  if (traces.empty()) return out;
   std::set<int> ranks;
+  std::vector<std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>>> per_trace;
   for (const auto& t : traces) {
     if (!ranks.insert(t.rank).second) {
       throw_bad_input(t.source, "rank", std::to_string(t.rank), "one trace per rank (this rank was given twice)");
     }
-    per_rank.push_back(reduce_steps(t));
-    std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> launches(t.steps.size());
-    for (const auto& k : t.kernels) {
-      if (k.role == KernelRole::opt_alltoall) launches[static_cast<std::size_t>(k.step)].emplace_back(k.launch_ns, k.dur_ns);
-    }
-    auto& durations = a2a_durations.emplace_back();
-    for (auto& step : launches) {
-      std::sort(step.begin(), step.end());
-      auto& d = durations.emplace_back();
-      for (const auto& [launch, dur] : step) d.push_back(dur);
-    }
+    per_trace.push_back(alltoalls_by_step(t));
   }
-  const auto& reference = traces.front();
-  std::vector<CrossRankStep> out;
+  const auto& first = per_trace.front();
   for (std::size_t t = 1; t < traces.size(); ++t) {
-    if (per_rank[t].size() != per_rank[0].size()) {
-      throw_bad_input(traces[t].source, "optimizer steps", std::to_string(per_rank[t].size()),
-                      std::to_string(per_rank[0].size()) + " like " + reference.source);
+    if (per_trace[t].size() != first.size()) {
+      throw_bad_input(traces[t].source, "optimizer steps", std::to_string(per_trace[t].size()),
+                      std::to_string(first.size()) + " like " + traces.front().source);
+    }
+    for (std::size_t s = 0; s < first.size(); ++s) {
+      if (per_trace[t][s] .size() != first[s].size() ||
+          !std::equal(first[s].begin(), first[s].end(), per_trace[t][s].begin(),
+                      [](const auto& a, const auto& b) { return a.second == b.second; })) {
+        std::int64_t bytes = 0, bytes0 = 0;
+        for (const auto& a : per_trace[t][s]) bytes += a.second;
+        for (const auto& a : first[s]) bytes0 += a.second;
+        throw_bad_input(traces[t].source, "step " + std::to_string(s) + " all-to-alls",
+                        std::to_string(per_trace[t][s].size()) + " sending " + std::to_string(bytes) + " B",
+                        std::to_string(first[s].size()) + " sending " + std::to_string(bytes0) + " B like " +
+                            traces.front().source);
+      }
     }
   }
+  for (std::size_t s = 0; s < first.size(); ++s) {
+    for (std::size_t i = 0; i < first[s].size(); ++i) {
+      std::int64_t fastest = INT64_MAX;
+      for (const auto& trace : per_trace) fastest = std::min(fastest, trace[s][i].first);
+      out.push_back(AlltoallTransfer{static_cast<int>(s), static_cast<int>(i), first[s][i].second, fastest});
+    }
+  }
+  return out;
+}
+
+std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces) {
+  const auto transfers = alltoall_transfers(traces);  // validates ranks, steps and all-to-alls
+  std::vector<CrossRankStep> out;
+  if (traces.empty()) return out;
+  std::vector<std::vector<StepMetrics>> per_rank;
+  for (const auto& t : traces) per_rank.push_back(reduce_steps(t));
   for (std::size_t s = 0; s < per_rank[0].size(); ++s) {
     CrossRankStep c;
     c.step = static_cast<int>(s);
     c.ranks = static_cast<int>(traces.size());
     c.a2a_payload_bytes = per_rank[0][s].a2a_payload_bytes;
-    const std::size_t count = a2a_durations[0][s].size();
-    std::vector<std::int64_t> fastest(count, INT64_MAX);
-    for (std::size_t t = 0; t < traces.size(); ++t) {
-      const StepMetrics& m = per_rank[t][s];
-      if (a2a_durations[t][s].size() != count || m.a2a_payload_bytes != c.a2a_payload_bytes) {
-        throw_bad_input(traces[t].source, "step " + std::to_string(s) + " all-to-alls",
-                        std::to_string(a2a_durations[t][s].size()) + " sending " + std::to_string(m.a2a_payload_bytes) + " B",
-                        std::to_string(count) + " sending " + std::to_string(c.a2a_payload_bytes) + " B like " + reference.source);
-      }
-      c.opt_step_ms_max = std::max(c.opt_step_ms_max, m.opt_step_ms);
-      for (std::size_t i = 0; i < count; ++i) fastest[i] = std::min(fastest[i], a2a_durations[t][s][i]);
+    for (const auto& x : transfers) {
+      if (x.step == c.step) c.a2a_transfer_ms += static_cast<double>(x.transfer_ns) / kNsPerMs;
     }
-    for (const auto d : fastest) c.a2a_transfer_ms += static_cast<double>(d) / kNsPerMs;
-    for (std::size_t t = 0; t < traces.size(); ++t) {
-      c.a2a_wait_ms_max = std::max(c.a2a_wait_ms_max, per_rank[t][s].a2a_ms - c.a2a_transfer_ms);
+    for (const auto& rank : per_rank) {
+      c.opt_step_ms_max = std::max(c.opt_step_ms_max, rank[s].opt_step_ms);
+      c.a2a_wait_ms_max = std::max(c.a2a_wait_ms_max, rank[s].a2a_ms - c.a2a_transfer_ms);
     }
     c.a2a_algbw_GBps = c.a2a_transfer_ms > 0 ? static_cast<double>(c.a2a_payload_bytes) / (c.a2a_transfer_ms * 1e6) : 0.0;
     out.push_back(c);
   }
   return out;
+}
+
+std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces) {
+  std::sort(traces.begin(), traces.end(),
+            [](const KinetoTrace& a, const KinetoTrace& b) { return a.kernels.front().start_ns < b.kernels.front().start_ns; });
+  std::vector<std::vector<KinetoTrace>> runs;
+  std::int64_t run_end = INT64_MIN;
+  for (auto& t : traces) {
+    const std::int64_t start = t.kernels.front().start_ns;
+    std::int64_t end = start;
+    for (const auto& k : t.kernels) end = std::max(end, k.end_ns());
+    if (runs.empty() || start > run_end) {
+      runs.emplace_back();
+      run_end = end;
+    } else {
+      run_end = std::max(run_end, end);
+    }
+    runs.back().push_back(std::move(t));
+  }
+  for (auto& run : runs) {
+    std::sort(run.begin(), run.end(), [](const KinetoTrace& a, const KinetoTrace& b) { return a.rank < b.rank; });
+  }
+  return runs;
 }
 
 json to_json(const CrossRankStep& c) {

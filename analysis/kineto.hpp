@@ -122,6 +122,20 @@ struct CrossRankStep {
 };
 // InputError when the traces disagree on the number of steps or all-to-alls per step, or repeat a rank.
 [[nodiscard]] std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces);
+
+// Every all-to-all of one run (one trace per rank): step, index in launch order, bytes per rank
+// (In msg nelems × dtype size) and transfer time = shortest duration over the ranks. Same checks.
+struct AlltoallTransfer {
+  int step = 0;
+  int index = 0;
+  std::int64_t bytes = 0;
+  std::int64_t transfer_ns = 0;
+};
+[[nodiscard]] std::vector<AlltoallTransfer> alltoall_transfers(const std::vector<KinetoTrace>& traces);
+
+// Splits traces into runs: traces whose GPU activity spans overlap in time were recorded together
+// (the ranks of one run, on one host clock); disjoint spans are different runs. Sorted by rank.
+[[nodiscard]] std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces);
 [[nodiscard]] nlohmann::json to_json(const CrossRankStep& step);
 
 // Sum of kernel time (ms) and count per role over the whole trace (steps and outside).

@@ -233,3 +233,33 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
   std::ofstream(path) << "{not json";
   CHECK_THAT(input_error([&] { (void)read_calibration(path); }), Catch::Contains("not JSON"));
 }
+
+TEST_CASE("trace calibration: runs grouped by time, all-to-all kernel latency and bandwidth", "[fit][shared]") {
+  std::vector<KinetoTrace> traces;
+  std::vector<std::string> files;
+  for (const char* name : {"trace_local_rank1", "trace_global_rank0", "trace_local_rank0", "trace_global_rank1"}) {
+    files.push_back((kData / "traces" / (std::string(name) + ".json.gz")).string());
+    traces.push_back(read_kineto_trace(files.back()));
+  }
+  const auto runs = group_into_runs(traces);
+  REQUIRE(runs.size() == 2);  // the global and the local run, each with ranks 0 and 1
+  for (const auto& run : runs) {
+    REQUIRE(run.size() == 2);
+    CHECK(run[0].rank == 0);
+    CHECK(run[1].rank == 1);
+    CHECK(run[0].source.substr(run[0].source.size() - 20, 6) == run[1].source.substr(run[1].source.size() - 20, 6));
+  }
+  const Calibration c = calibration_from_traces(traces, "h200-traces", files, "test");
+  CHECK(c.hardware == "NVIDIA H200");
+  const auto& algbw = c.parameters.at("nccl_all_to_all_w2_kernel_algbw_GBps");
+  const auto& latency = c.parameters.at("nccl_all_to_all_w2_kernel_latency_us");
+  // The fit reproduces the mean per-collective transfer time of both message sizes within 5%:
+  // 67108864 B (global: 0.745 ms / 6) and 16777216 B (local: 0.210 ms / 6).
+  const auto predict = [&](double bytes) { return latency.value + bytes / (algbw.value * 1e3); };
+  CHECK(predict(67108864.0) == Approx(745.4 / 6).epsilon(0.05));
+  CHECK(predict(16777216.0) == Approx(209.8 / 6).epsilon(0.05));
+  CHECK(latency.value > 0);
+  CHECK(latency.std_error > 0);
+  CHECK(algbw.value < 2 * kH200NvlinkGBps);  // algbw counts the self chunk: at w=2 it is 2 × busbw
+  CHECK(c.parameters.at("ns_gemm_isolated_tflops").value > c.parameters.at("ns_gemm_overlapped_tflops").value);
+}
