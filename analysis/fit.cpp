@@ -12,7 +12,8 @@ namespace {
 Eigen::VectorXd default_weights(const Eigen::VectorXd& weights, Eigen::Index n, const std::string& what) {
   if (weights.size() == 0) return Eigen::VectorXd::Ones(n);
   if (weights.size() != n) {
-    throw InputError(what + ": weights: got " + std::to_string(weights.size()) + " values, expected " + std::to_string(n));
+    throw InputError(what + ": weights: got " + std::to_string(weights.size()) + " values, expected " +
+                     std::to_string(n));
   }
   for (Eigen::Index i = 0; i < n; ++i) {
     if (!std::isfinite(weights[i]) || weights[i] < 0) {
@@ -86,8 +87,8 @@ LinearFit fit_weighted_linear(const Eigen::MatrixXd& design, const Eigen::Vector
   const Eigen::VectorXd scale = a.colwise().norm().transpose().cwiseMax(1e-300).cwiseInverse();
   const Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(a * scale.asDiagonal());
   if (qr.rank() < design.cols()) {
-    throw InputError(what + ": the data do not determine all " + std::to_string(design.cols()) +
-                     " parameters (rank " + std::to_string(qr.rank()) + "); expected points that vary in every input");
+    throw InputError(what + ": the data do not determine all " + std::to_string(design.cols()) + " parameters (rank " +
+                     std::to_string(qr.rank()) + "); expected points that vary in every input");
   }
   LinearFit fit;
   fit.params = scale.asDiagonal() * qr.solve(sw.asDiagonal() * y);
@@ -184,7 +185,8 @@ CollectiveFit fit_collective(const std::string& op, int world, const std::vector
   for (Eigen::Index i = 0; i < n; ++i) {
     const auto& pt = points[static_cast<std::size_t>(i)];
     if (!(pt.time_us > 0) || pt.bytes <= 0) {
-      throw_bad_input(what, "point " + std::to_string(i), std::to_string(pt.bytes) + " B in " + std::to_string(pt.time_us) + " us",
+      throw_bad_input(what, "point " + std::to_string(i),
+                      std::to_string(pt.bytes) + " B in " + std::to_string(pt.time_us) + " us",
                       "positive bytes and time");
     }
     design(i, 0) = 1.0;
@@ -237,7 +239,8 @@ KernelFit fit_kernel_time(const std::string& kernel_class, const std::vector<Ker
   for (Eigen::Index i = 0; i < n; ++i) {
     const auto& pt = points[static_cast<std::size_t>(i)];
     if (!(pt.time_us > 0) || pt.flops < 0 || pt.bytes < 0) {
-      throw_bad_input(what, "point " + std::to_string(i), std::to_string(pt.time_us) + " us", "a positive time and non-negative work");
+      throw_bad_input(what, "point " + std::to_string(i), std::to_string(pt.time_us) + " us",
+                      "a positive time and non-negative work");
     }
     Eigen::Index c = 0;
     design(i, c++) = 1.0;

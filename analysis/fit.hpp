@@ -53,7 +53,7 @@ struct CollectivePoint {
   double time_us = 0;
 };
 struct CollectiveFit {
-  std::string op;   // all_to_all | all_gather
+  std::string op;  // all_to_all | all_gather
   int world = 0;
   int points = 0;
   Estimate latency_us;
@@ -66,7 +66,8 @@ struct CollectiveFit {
 };
 // Relative-error weighting (wᵢ = 1/tᵢ²): small messages are latency-bound and as informative as
 // large ones. Needs at least three sizes.
-[[nodiscard]] CollectiveFit fit_collective(const std::string& op, int world, const std::vector<CollectivePoint>& points);
+[[nodiscard]] CollectiveFit fit_collective(const std::string& op, int world,
+                                           const std::vector<CollectivePoint>& points);
 
 // ---- (b)/(c) kernel time vs work: t = overhead + flops / throughput [+ bytes / bandwidth] ---------
 struct KernelPoint {
@@ -77,9 +78,9 @@ struct KernelPoint {
 struct KernelFit {
   std::string kernel_class;
   int points = 0;
-  Estimate overhead_us;       // fixed cost per kernel (launch tail, wave quantisation, …)
-  Estimate tflops;            // asymptotic throughput, TFLOP/s (absent when no point has FLOPs)
-  Estimate hbm_GBps;          // asymptotic memory bandwidth term, GB/s (only with use_bytes)
+  Estimate overhead_us;  // fixed cost per kernel (launch tail, wave quantisation, …)
+  Estimate tflops;       // asymptotic throughput, TFLOP/s (absent when no point has FLOPs)
+  Estimate hbm_GBps;     // asymptotic memory bandwidth term, GB/s (only with use_bytes)
   bool has_flops_term = false;
   bool has_bytes_term = false;
   double r_squared = 0;

@@ -59,7 +59,8 @@ json to_json(const Calibration& c) {
 Calibration calibration_from_json(const json& value, const std::string& where) {
   if (!value.is_object()) throw_bad_input(where, "", value.type_name(), "a calibration JSON object");
   // The version is checked first: a file of another schema gets that message, not a key error.
-  if (!value.contains("schema_version")) throw_bad_input(where, "schema_version", "(missing)", std::to_string(kCalibrationSchemaVersion));
+  if (!value.contains("schema_version"))
+    throw_bad_input(where, "schema_version", "(missing)", std::to_string(kCalibrationSchemaVersion));
   const json& version = value.at("schema_version");
   if (!version.is_number_integer() || version.get<int>() != kCalibrationSchemaVersion) {
     throw_bad_input(where, "schema_version", version.is_string() ? version.get<std::string>() : version.dump(),
@@ -72,7 +73,8 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   c.hardware = string_at(value, "hardware", where);
   if (c.name.empty()) throw_bad_input(where, "name", "", "a non-empty name");
   const json& parameters = value.at("parameters");
-  if (!parameters.is_object()) throw_bad_input(where, "parameters", parameters.dump().substr(0, 60), "an object of parameters");
+  if (!parameters.is_object())
+    throw_bad_input(where, "parameters", parameters.dump().substr(0, 60), "an object of parameters");
   for (const auto& [name, p] : parameters.items()) {
     const std::string at = where + ": parameters." + name;
     require_keys(p, at, {"value", "stderr", "units"});
@@ -83,7 +85,8 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   const json& provenance = value.at("provenance");
   require_keys(provenance, where + ": provenance", {"sources", "method", "tool"});
   const json& sources = provenance.at("sources");
-  if (!sources.is_array()) throw_bad_input(where + ": provenance", "sources", sources.dump().substr(0, 60), "an array of strings");
+  if (!sources.is_array())
+    throw_bad_input(where + ": provenance", "sources", sources.dump().substr(0, 60), "an array of strings");
   for (const auto& s : sources) {
     if (!s.is_string()) throw_bad_input(where + ": provenance", "sources", s.dump(), "a string");
     c.sources.push_back(s.get<std::string>());
@@ -110,7 +113,8 @@ Calibration read_calibration(const std::filesystem::path& path) {
   try {
     value = json::parse(buffer.str());
   } catch (const json::parse_error& e) {
-    throw InputError(path.string() + ": not JSON (" + e.what() + "); expected a calibration written by dionsim calibrate");
+    throw InputError(path.string() + ": not JSON (" + e.what() +
+                     "); expected a calibration written by dionsim calibrate");
   }
   return calibration_from_json(value, path.string());
 }
@@ -190,10 +194,11 @@ Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, cons
   c.hardware = traces.empty() ? "" : traces.front().device_name;
   c.sources = sources;
   c.tool = tool;
-  c.method = "NS GEMM kernels with shapes from their aten op: t = overhead + 2bmnk/throughput, weighted least squares "
-             "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU; "
-             "all-to-all kernels of runs with several ranks (traces overlapping in time): t = latency + bytes/algbw "
-             "with t the shortest duration of each collective over the ranks";
+  c.method =
+      "NS GEMM kernels with shapes from their aten op: t = overhead + 2bmnk/throughput, weighted least squares "
+      "(weights 1/t^2), pooled over the given traces, split by overlap with an NCCL kernel on the same GPU; "
+      "all-to-all kernels of runs with several ranks (traces overlapping in time): t = latency + bytes/algbw "
+      "with t the shortest duration of each collective over the ranks";
   for (const auto& [overlap, label] : {std::pair{CollectiveOverlap::isolated, std::string("isolated")},
                                        std::pair{CollectiveOverlap::overlapping, std::string("overlapped")}}) {
     std::vector<KernelPoint> points;

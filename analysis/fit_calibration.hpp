@@ -21,7 +21,7 @@ namespace dionsim::analysis {
 inline constexpr int kCalibrationSchemaVersion = 1;
 
 // Published peaks the efficiencies are relative to (per GPU, one direction for NVLink).
-inline constexpr double kH200NvlinkGBps = 450.0;      // NVLink 4: 18 links × 25 GB/s
+inline constexpr double kH200NvlinkGBps = 450.0;       // NVLink 4: 18 links × 25 GB/s
 inline constexpr double kH200DenseBf16Tflops = 989.4;  // H100/H200 SXM dense BF16 tensor core
 
 struct CalibrationParameter {
@@ -44,7 +44,7 @@ struct Calibration {
 // Strict: `where` names the source in errors (InputError).
 [[nodiscard]] Calibration calibration_from_json(const nlohmann::json& value, const std::string& where);
 void write_calibration(const std::filesystem::path& path, const Calibration& calibration);  // IoError
-[[nodiscard]] Calibration read_calibration(const std::filesystem::path& path);             // IoError / InputError
+[[nodiscard]] Calibration read_calibration(const std::filesystem::path& path);              // IoError / InputError
 
 // Fits (a) every (collective, world) of the anchors and (b) the GEMM anchors; parameters named
 // nccl_<op>_w<world>_{latency_us,algbw_GBps,busbw_GBps,busbw_efficiency} and

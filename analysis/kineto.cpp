@@ -4,10 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <tuple>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "analysis/kineto_io.hpp"
@@ -23,7 +23,8 @@ constexpr double kNsPerMs = 1e6;
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -77,7 +78,9 @@ std::string normalize_collective(std::string_view raw) {
   return name;
 }
 
-bool is_nccl_kernel(std::string_view name) { return starts_with(name, "ncclDevKernel") || starts_with(name, "ncclKernel"); }
+bool is_nccl_kernel(std::string_view name) {
+  return starts_with(name, "ncclDevKernel") || starts_with(name, "ncclKernel");
+}
 
 // cuBLAS(Lt) / CUTLASS / Triton GEMM kernel names seen on Hopper and Ampere.
 bool looks_like_gemm(std::string_view name) {
@@ -157,14 +160,22 @@ std::int64_t tid_of(const json& event) {
 
 std::string_view to_string(KernelRole role) {
   switch (role) {
-    case KernelRole::ns_gemm: return "ns_gemm";
-    case KernelRole::opt_alltoall: return "opt_alltoall";
-    case KernelRole::opt_allgather: return "opt_allgather";
-    case KernelRole::opt_other: return "opt_other";
-    case KernelRole::fsdp_collective: return "fsdp_collective";
-    case KernelRole::forward: return "forward";
-    case KernelRole::backward: return "backward";
-    case KernelRole::other: return "other";
+    case KernelRole::ns_gemm:
+      return "ns_gemm";
+    case KernelRole::opt_alltoall:
+      return "opt_alltoall";
+    case KernelRole::opt_allgather:
+      return "opt_allgather";
+    case KernelRole::opt_other:
+      return "opt_other";
+    case KernelRole::fsdp_collective:
+      return "fsdp_collective";
+    case KernelRole::forward:
+      return "forward";
+    case KernelRole::backward:
+      return "backward";
+    case KernelRole::other:
+      return "other";
   }
   return "other";
 }
@@ -174,10 +185,12 @@ int dtype_size_bytes(std::string_view dtype) {
   if (starts_with(d, "c10::")) d = d.substr(5);
   if (starts_with(d, "torch.")) d = d.substr(6);
   static const std::map<std::string, int, std::less<>> sizes = {
-      {"bfloat16", 2}, {"half", 2},    {"float16", 2}, {"float", 4},   {"float32", 4}, {"double", 8},
-      {"float64", 8},  {"int", 4},     {"int32", 4},   {"long", 8},    {"int64", 8},   {"short", 2},
-      {"int16", 2},    {"char", 1},    {"int8", 1},    {"byte", 1},    {"uint8", 1},   {"bool", 1},
-      {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}};
+      {"bfloat16", 2},        {"half", 2},           {"float16", 2},       {"float", 4},
+      {"float32", 4},         {"double", 8},         {"float64", 8},       {"int", 4},
+      {"int32", 4},           {"long", 8},           {"int64", 8},         {"short", 2},
+      {"int16", 2},           {"char", 1},           {"int8", 1},          {"byte", 1},
+      {"uint8", 1},           {"bool", 1},           {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}};
   const auto it = sizes.find(d);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -270,7 +283,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
         if (const auto dt = args.find("dtype"); dt != args.end() && dt->is_string()) {
           k.dtype_bytes = dtype_size_bytes(dt->get<std::string>());
           if (k.dtype_bytes == 0) {
-            bad_event(source, i, "dtype: got '" + dt->get<std::string>() + "', expected a PyTorch dtype name such as BFloat16");
+            bad_event(source, i,
+                      "dtype: got '" + dt->get<std::string>() + "', expected a PyTorch dtype name such as BFloat16");
           }
         }
       } else if (cat == "kernel") {
@@ -300,7 +314,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
   std::size_t kernel_count = 0;
   for (const auto& k : trace.kernels) kernel_count += k.category == "kernel" ? 1 : 0;
   if (kernel_count == 0) {
-    throw InputError(source + ": traceEvents: got no events with cat 'kernel', expected CUDA kernels "
+    throw InputError(source +
+                     ": traceEvents: got no events with cat 'kernel', expected CUDA kernels "
                      "(profile with ProfilerActivity.CUDA)");
   }
 
@@ -327,8 +342,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
       k.launch_ns = -1;
       ++trace.kernels_without_launch;
     }
-    if (const auto op = gemm_ops.find(kernel_external_ids[i]); op != gemm_ops.end() && k.category == "kernel" &&
-                                                               k.collective.empty()) {
+    if (const auto op = gemm_ops.find(kernel_external_ids[i]);
+        op != gemm_ops.end() && k.category == "kernel" && k.collective.empty()) {
       k.is_gemm = true;
       k.gemm_flops = op->second.flops;
       k.gemm_bytes = op->second.bytes;
@@ -336,14 +351,18 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
     const std::int64_t when = k.launch_ns >= 0 ? k.launch_ns : k.start_ns;
     k.step = step_containing(when);
     if (k.step >= 0) {
-      if (k.collective == "all_to_all") k.role = KernelRole::opt_alltoall;
-      else if (k.collective == "all_gather") k.role = KernelRole::opt_allgather;
-      else if (k.is_gemm) k.role = KernelRole::ns_gemm;
-      else k.role = KernelRole::opt_other;
+      if (k.collective == "all_to_all")
+        k.role = KernelRole::opt_alltoall;
+      else if (k.collective == "all_gather")
+        k.role = KernelRole::opt_allgather;
+      else if (k.is_gemm)
+        k.role = KernelRole::ns_gemm;
+      else
+        k.role = KernelRole::opt_other;
     } else if (k.collective == "all_gather" || k.collective == "reduce_scatter" || k.collective == "all_reduce") {
       k.role = KernelRole::fsdp_collective;
-    } else if (const auto ag = autograd.find(launch_tid); ag != autograd.end() && k.launch_ns >= 0 &&
-                                                          ag->second.covers(k.launch_ns)) {
+    } else if (const auto ag = autograd.find(launch_tid);
+               ag != autograd.end() && k.launch_ns >= 0 && ag->second.covers(k.launch_ns)) {
       k.role = KernelRole::backward;
     } else if (profiler_steps.covers(when)) {
       k.role = KernelRole::forward;
@@ -484,7 +503,7 @@ std::vector<AlltoallTransfer> alltoall_transfers(const std::vector<KinetoTrace>&
                       std::to_string(first.size()) + " like " + traces.front().source);
     }
     for (std::size_t s = 0; s < first.size(); ++s) {
-      if (per_trace[t][s] .size() != first[s].size() ||
+      if (per_trace[t][s].size() != first[s].size() ||
           !std::equal(first[s].begin(), first[s].end(), per_trace[t][s].begin(),
                       [](const auto& a, const auto& b) { return a.second == b.second; })) {
         std::int64_t bytes = 0, bytes0 = 0;
@@ -525,15 +544,17 @@ std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& t
       c.opt_step_ms_max = std::max(c.opt_step_ms_max, rank[s].opt_step_ms);
       c.a2a_wait_ms_max = std::max(c.a2a_wait_ms_max, rank[s].a2a_ms - c.a2a_transfer_ms);
     }
-    c.a2a_algbw_GBps = c.a2a_transfer_ms > 0 ? static_cast<double>(c.a2a_payload_bytes) / (c.a2a_transfer_ms * 1e6) : 0.0;
+    c.a2a_algbw_GBps =
+        c.a2a_transfer_ms > 0 ? static_cast<double>(c.a2a_payload_bytes) / (c.a2a_transfer_ms * 1e6) : 0.0;
     out.push_back(c);
   }
   return out;
 }
 
 std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces) {
-  std::sort(traces.begin(), traces.end(),
-            [](const KinetoTrace& a, const KinetoTrace& b) { return a.kernels.front().start_ns < b.kernels.front().start_ns; });
+  std::sort(traces.begin(), traces.end(), [](const KinetoTrace& a, const KinetoTrace& b) {
+    return a.kernels.front().start_ns < b.kernels.front().start_ns;
+  });
   std::vector<std::vector<KinetoTrace>> runs;
   std::int64_t run_end = INT64_MIN;
   for (auto& t : traces) {
@@ -566,8 +587,9 @@ json to_json(const CrossRankStep& c) {
 
 std::vector<RoleTotal> role_totals(const KinetoTrace& trace) {
   std::vector<RoleTotal> totals;
-  for (KernelRole role : {KernelRole::ns_gemm, KernelRole::opt_alltoall, KernelRole::opt_allgather, KernelRole::opt_other,
-                          KernelRole::fsdp_collective, KernelRole::forward, KernelRole::backward, KernelRole::other}) {
+  for (KernelRole role :
+       {KernelRole::ns_gemm, KernelRole::opt_alltoall, KernelRole::opt_allgather, KernelRole::opt_other,
+        KernelRole::fsdp_collective, KernelRole::forward, KernelRole::backward, KernelRole::other}) {
     totals.push_back(RoleTotal{role, 0, 0.0});
   }
   for (const auto& k : trace.kernels) {

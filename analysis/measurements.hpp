@@ -37,10 +37,10 @@ struct MeasurementConfig {
   int nodes = 0;
   int world = 0;  // = gpus_per_node · nodes (checked)
   std::string model;
-  std::string optimizer;  // "dion2" | "nordion2" (lower-cased)
-  std::string ns;         // Newton–Schulz variant as written ("gram", "gram+triton", …)
-  std::string scope;      // local | global | global_capped
-  double fraction = 0;    // (0, 1]
+  std::string optimizer;                  // "dion2" | "nordion2" (lower-cased)
+  std::string ns;                         // Newton–Schulz variant as written ("gram", "gram+triton", …)
+  std::string scope;                      // local | global | global_capped
+  double fraction = 0;                    // (0, 1]
   std::optional<double> capacity_factor;  // nullopt = "auto"
 
   [[nodiscard]] std::string label() const;  // "run/model/optimizer/scope/f=0.25/w=8"
@@ -80,7 +80,9 @@ struct GemmAnchor {
   std::int64_t m = 0, n = 0, k = 0;  // shape as written "MxNxK"
   double tflops = 0;                 // measured bf16 TFLOP/s
   int line = 0;
-  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  [[nodiscard]] double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
   [[nodiscard]] double time_us() const { return flops() / (tflops * 1e12) * 1e6; }
 };
 

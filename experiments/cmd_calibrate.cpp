@@ -29,20 +29,22 @@ InputKind detect_kind(const std::string& path) {
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(in.gcount()));
   const auto first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
-  if (first == std::string::npos) throw_bad_input(path, "content", "(empty)", "a profiler trace (JSON) or a measurement CSV");
+  if (first == std::string::npos)
+    throw_bad_input(path, "content", "(empty)", "a profiler trace (JSON) or a measurement CSV");
   if (static_cast<unsigned char>(head[0]) == 0x1f || head[first] == '{' || head[first] == '[') return InputKind::trace;
   if (head.compare(first, 7, "source,") == 0) return InputKind::measurements;
   if (head.compare(first, 5, "what,") == 0) return InputKind::anchors;
   // Named like a trace but not JSON: let the trace reader say what is wrong with it.
   if (path.ends_with(".json") || path.ends_with(".json.gz")) return InputKind::trace;
-  throw_bad_input(path, "content", head.substr(first, 20),
-                  "a profiler trace (JSON, optionally gzipped), a measurement CSV (header 'source,run,…') or an anchor CSV "
-                  "(header 'what,world,…')");
+  throw_bad_input(
+      path, "content", head.substr(first, 20),
+      "a profiler trace (JSON, optionally gzipped), a measurement CSV (header 'source,run,…') or an anchor CSV "
+      "(header 'what,world,…')");
 }
 
 void print_fit_table(const analysis::Calibration& c) {
-  std::printf("# calibration '%s' (%s)\n%-40s %14s %12s  %s\n", c.name.c_str(), c.hardware.c_str(), "parameter", "value",
-              "stderr", "units");
+  std::printf("# calibration '%s' (%s)\n%-40s %14s %12s  %s\n", c.name.c_str(), c.hardware.c_str(), "parameter",
+              "value", "stderr", "units");
   for (const auto& [name, p] : c.parameters) {
     std::printf("%-40s %14.4f %12.4f  %s\n", name.c_str(), p.value, p.std_error, p.units.c_str());
   }
@@ -70,11 +72,13 @@ int run_calibrate(std::span<const std::string> args) {
   std::string out;
   std::string name;
   bool dump = false;
-  cmd.options().add_options()
-      ("measured", po::value(&measured)->value_name("FILE"), "trace (.json/.json.gz), measurement CSV or anchor CSV; repeatable (e.g. one trace per rank)")
-      ("dump-metrics", po::bool_switch(&dump), "print the metrics extracted per rank and step (traces) or per configuration (CSV)")
-      ("out", po::value(&out)->value_name("CALIB.json"), "write the fitted calibration to this file")
-      ("name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)");
+  cmd.options().add_options()(
+      "measured", po::value(&measured)->value_name("FILE"),
+      "trace (.json/.json.gz), measurement CSV or anchor CSV; repeatable (e.g. one trace per rank)")(
+      "dump-metrics", po::bool_switch(&dump),
+      "print the metrics extracted per rank and step (traces) or per configuration (CSV)")(
+      "out", po::value(&out)->value_name("CALIB.json"), "write the fitted calibration to this file")(
+      "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)");
   if (!cmd.parse(args)) return 0;
   if (measured.empty()) throw UsageError("calibrate: --measured FILE is required (see 'dionsim calibrate --help')");
   if (cmd.has("db")) throw UsageError("calibrate: --db is not supported yet; use --out CALIB.json");
@@ -94,7 +98,8 @@ int run_calibrate(std::span<const std::string> args) {
     for (const auto& file : measured) {
       traces.push_back(analysis::read_kineto_trace(file));
       const auto steps = analysis::reduce_steps(traces.back());
-      if (steps.empty()) throw InputError(file + ": no 'Optimizer.step#…' annotation; expected a profiled optimizer step");
+      if (steps.empty())
+        throw InputError(file + ": no 'Optimizer.step#…' annotation; expected a profiled optimizer step");
       if (dump && !cmd.common().json) print_step_table(file, steps);
       for (const auto& m : steps) {
         nlohmann::json row = analysis::to_json(m);
@@ -104,11 +109,13 @@ int run_calibrate(std::span<const std::string> args) {
     }
     if (dump && traces.size() > 1) {
       const auto across = analysis::reduce_across_ranks(traces);
-      if (!cmd.common().json) std::printf("# across %zu ranks\n%4s %15s %15s %15s %14s %14s\n", traces.size(), "step",
-                                          "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max", "a2a_bytes", "a2a_algbw_GBps");
+      if (!cmd.common().json)
+        std::printf("# across %zu ranks\n%4s %15s %15s %15s %14s %14s\n", traces.size(), "step", "opt_step_ms_max",
+                    "a2a_transfer_ms", "a2a_wait_ms_max", "a2a_bytes", "a2a_algbw_GBps");
       for (const auto& c : across) {
-        if (!cmd.common().json) std::printf("%4d %15.3f %15.3f %15.3f %14lld %14.1f\n", c.step, c.opt_step_ms_max, c.a2a_transfer_ms,
-                                            c.a2a_wait_ms_max, static_cast<long long>(c.a2a_payload_bytes), c.a2a_algbw_GBps);
+        if (!cmd.common().json)
+          std::printf("%4d %15.3f %15.3f %15.3f %14lld %14.1f\n", c.step, c.opt_step_ms_max, c.a2a_transfer_ms,
+                      c.a2a_wait_ms_max, static_cast<long long>(c.a2a_payload_bytes), c.a2a_algbw_GBps);
         across_json.push_back(analysis::to_json(c));
       }
     }
@@ -116,7 +123,8 @@ int run_calibrate(std::span<const std::string> args) {
   } else if (kind == InputKind::measurements) {
     const auto groups = analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
     for (const auto& g : groups) dumped.push_back(analysis::to_json(g));
-    if (!dump) throw UsageError("calibrate: a measurement CSV has nothing to fit without the simulator yet; use --dump-metrics");
+    if (!dump)
+      throw UsageError("calibrate: a measurement CSV has nothing to fit without the simulator yet; use --dump-metrics");
     if (!cmd.common().json) {
       for (const auto& g : groups) {
         std::printf("%s:", g.config.label().c_str());
@@ -126,20 +134,27 @@ int run_calibrate(std::span<const std::string> args) {
     }
   } else {
     const auto anchors = analysis::read_anchors_csv(measured.front());
-    if (dump) throw UsageError("calibrate: --dump-metrics reads traces and measurement CSVs; the anchor CSV is fitted directly");
-    calibration = analysis::calibration_from_anchors(analysis::fit_anchors(anchors), name, measured.front(), "dionsim " DIONSIM_VERSION);
+    if (dump)
+      throw UsageError(
+          "calibrate: --dump-metrics reads traces and measurement CSVs; the anchor CSV is fitted directly");
+    calibration = analysis::calibration_from_anchors(analysis::fit_anchors(anchors), name, measured.front(),
+                                                     "dionsim " DIONSIM_VERSION);
   }
   if (dump) {
-    if (cmd.common().json && kind == InputKind::trace) print_json({{"per_rank", dumped}, {"across_ranks", across_json}});
-    else if (cmd.common().json) print_json(dumped);
+    if (cmd.common().json && kind == InputKind::trace)
+      print_json({{"per_rank", dumped}, {"across_ranks", across_json}});
+    else if (cmd.common().json)
+      print_json(dumped);
     return 0;
   }
   if (!out.empty()) {
     analysis::write_calibration(out, calibration);
     log(cmd.common(), "wrote calibration '" + name + "' to " + out);
   }
-  if (cmd.common().json) print_json(analysis::to_json(calibration));
-  else print_fit_table(calibration);
+  if (cmd.common().json)
+    print_json(analysis::to_json(calibration));
+  else
+    print_fit_table(calibration);
   return 0;
 }
 

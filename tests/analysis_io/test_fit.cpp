@@ -86,7 +86,9 @@ TEST_CASE("Levenberg–Marquardt recovers an exponential and agrees with linear 
     x(i, 0) = i * 0.2;
     y[i] = 2.0 * std::exp(-0.7 * x(i, 0)) + noise(rng);
   }
-  const ModelFunction decay = [](const Eigen::VectorXd& p, const Eigen::VectorXd& xi) { return p[0] * std::exp(-p[1] * xi[0]); };
+  const ModelFunction decay = [](const Eigen::VectorXd& p, const Eigen::VectorXd& xi) {
+    return p[0] * std::exp(-p[1] * xi[0]);
+  };
   const NonlinearFit f = fit_levenberg_marquardt(decay, x, y, Eigen::Vector2d(1.0, 0.1));
   CHECK(f.converged);
   CHECK(within(f.params[0], 2.0, f.std_errors[0], 3.0));
@@ -113,12 +115,17 @@ TEST_CASE("fit inputs that cannot determine the parameters are InputErrors", "[f
   CHECK_THAT(input_error([&] { (void)fit_weighted_linear(collinear, Eigen::VectorXd::Ones(4)); }),
              Catch::Contains("do not determine all 2 parameters"));
   CHECK_THAT(input_error([] {
-               (void)fit_weighted_linear(Eigen::MatrixXd::Ones(3, 1), Eigen::VectorXd::Ones(3), Eigen::Vector3d(1, -1, 1));
+               (void)fit_weighted_linear(Eigen::MatrixXd::Ones(3, 1), Eigen::VectorXd::Ones(3),
+                                         Eigen::Vector3d(1, -1, 1));
              }),
              Catch::Contains("weight 1: got '-1.000000', expected a finite number >= 0"));
-  CHECK_THAT(input_error([] { (void)fit_collective("all_to_all", 2, {{1 << 20, 100.0}, {1 << 21, 90.0}, {1 << 22, 80.0}}); }),
+  CHECK_THAT(input_error([] {
+               (void)fit_collective("all_to_all", 2, {{1 << 20, 100.0}, {1 << 21, 90.0}, {1 << 22, 80.0}});
+             }),
              Catch::Contains("time does not grow with size"));
-  CHECK_THAT(input_error([] { (void)fit_kernel_time("x", {{0, 0, 1.0}, {0, 0, 2.0}, {0, 0, 3.0}}); }),
+  CHECK_THAT(input_error([] {
+               (void)fit_kernel_time("x", {{0, 0, 1.0}, {0, 0, 2.0}, {0, 0, 3.0}});
+             }),
              Catch::Contains("no FLOPs and no bytes"));
 }
 
@@ -220,16 +227,20 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
     return input_error([&] { (void)calibration_from_json(j, "cal.json"); });
   };
   CHECK(error_for([](json& j) { j["schema_version"] = 2; }) ==
-        "cal.json: schema_version: got '2', expected 1 (this dionsim reads calibration schema 1; re-run dionsim calibrate)");
-  CHECK(error_for([](json& j) { j.erase("schema_version"); }) == "cal.json: schema_version: got '(missing)', expected 1");
-  CHECK_THAT(error_for([](json& j) { j["colour"] = "blue"; }), Catch::StartsWith("cal.json: key: got 'colour', expected one of"));
+        "cal.json: schema_version: got '2', expected 1 (this dionsim reads calibration schema 1; re-run dionsim "
+        "calibrate)");
+  CHECK(error_for([](json& j) { j.erase("schema_version"); }) ==
+        "cal.json: schema_version: got '(missing)', expected 1");
+  CHECK_THAT(error_for([](json& j) { j["colour"] = "blue"; }),
+             Catch::StartsWith("cal.json: key: got 'colour', expected one of"));
   CHECK_THAT(error_for([](json& j) { j["parameters"]["gemm_bf16_tflops"]["sigma"] = 1; }),
              Catch::StartsWith("cal.json: parameters.gemm_bf16_tflops: key: got 'sigma'"));
   CHECK_THAT(error_for([](json& j) { j["parameters"]["gemm_bf16_tflops"].erase("stderr"); }),
              Catch::Contains("stderr: got '(missing)'"));
   CHECK(error_for([](json& j) { j["parameters"]["gemm_bf16_tflops"]["value"] = "fast"; }) ==
         "cal.json: parameters.gemm_bf16_tflops: value: got '\"fast\"', expected a finite number");
-  CHECK_THAT(error_for([](json& j) { j["provenance"].erase("method"); }), Catch::Contains("provenance: method: got '(missing)'"));
+  CHECK_THAT(error_for([](json& j) { j["provenance"].erase("method"); }),
+             Catch::Contains("provenance: method: got '(missing)'"));
   std::ofstream(path) << "{not json";
   CHECK_THAT(input_error([&] { (void)read_calibration(path); }), Catch::Contains("not JSON"));
 }
