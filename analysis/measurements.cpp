@@ -247,6 +247,16 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
   return runs;
 }
 
+nlohmann::json to_json(const NcclTestsRun& run) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : run.rows) {
+    rows.push_back(
+        {{"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
+  }
+  return {{"program", run.program}, {"op", run.op},         {"world", run.world},
+          {"nodes", run.nodes},     {"device", run.device}, {"rows", rows}};
+}
+
 std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path) {
   return parse_nccl_tests_output(read_text(path), path.string());
 }

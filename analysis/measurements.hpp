@@ -146,6 +146,8 @@ struct NcclTestsRun {
 // and when no block with rows is found.
 [[nodiscard]] std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source);
 [[nodiscard]] std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path);
+// {"program", "op", "world", "nodes", "device", "rows": [{"bytes", "time_us", "algbw_GBps", "busbw_GBps"}]}.
+[[nodiscard]] nlohmann::json to_json(const NcclTestsRun& run);
 // True when `text` looks like nccl-tests stdout (has its banner or its table header).
 [[nodiscard]] bool looks_like_nccl_tests(const std::string& text);
 

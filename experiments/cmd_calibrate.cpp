@@ -105,32 +105,18 @@ int run_calibrate(std::span<const std::string> args) {
   analysis::Calibration calibration;
   if (kind == InputKind::trace) {
     std::vector<analysis::KinetoTrace> traces;
-    for (const auto& file : measured) {
-      traces.push_back(analysis::read_kineto_trace(file));
-      const auto steps = analysis::reduce_steps(traces.back());
-      if (steps.empty())
-        throw InputError(file + ": no 'Optimizer.step#…' annotation; expected a profiled optimizer step");
-      json rows = json::array();
-      for (const auto& m : steps) rows.push_back(analysis::to_json(m));
-      if (dump && table)
+    for (const auto& file : measured) traces.push_back(analysis::read_kineto_trace(file));
+    dumped = analysis::dump_metrics(traces);
+    if (dump && table) {
+      print_rows(
+          "per rank and step", dumped["per_rank"],
+          {"rank", "step", "opt_step_ms", "opt_cpu_span_ms", "opt_gpu_window_ms", "opt_gpu_ms", "opt_gpu_idle_pct",
+           "a2a_ms", "a2a_payload_bytes", "allgather_ms", "gemm_ms", "non_gemm_ms", "kernel_count"});
+      if (traces.size() > 1)
         print_rows(
-            file, rows,
-            {"rank", "step", "opt_step_ms", "opt_cpu_span_ms", "opt_gpu_window_ms", "opt_gpu_ms", "opt_gpu_idle_pct",
-             "a2a_ms", "a2a_payload_bytes", "allgather_ms", "gemm_ms", "non_gemm_ms", "kernel_count"});
-      for (auto& row : rows) {
-        row["file"] = file;
-        dumped.push_back(row);
-      }
-    }
-    json across = json::array();
-    if (dump && traces.size() > 1) {
-      for (const auto& c : analysis::reduce_across_ranks(traces)) across.push_back(analysis::to_json(c));
-      if (table)
-        print_rows(
-            "across " + std::to_string(traces.size()) + " ranks", across,
+            "across " + std::to_string(traces.size()) + " ranks", dumped["across_ranks"],
             {"step", "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max", "a2a_payload_bytes", "a2a_algbw_GBps"});
     }
-    dumped = json{{"per_rank", dumped}, {"across_ranks", across}};
     if (!dump) calibration = analysis::calibration_from_traces(traces, name, measured, tool);
   } else if (kind == InputKind::measurements) {
     const auto groups = analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
@@ -146,15 +132,10 @@ int run_calibrate(std::span<const std::string> args) {
   } else if (kind == InputKind::nccl_tests) {
     const auto runs = analysis::read_nccl_tests_output(measured.front());
     for (const auto& run : runs) {
-      json rows = json::array();
-      for (const auto& r : run.rows)
-        rows.push_back(
-            {{"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
-      if (dump && table)
-        print_rows(run.op + ", " + std::to_string(run.world) + " ranks on " + std::to_string(run.nodes) + " nodes",
-                   rows, {"bytes", "time_us", "algbw_GBps", "busbw_GBps"});
-      dumped.push_back(
-          {{"op", run.op}, {"world", run.world}, {"nodes", run.nodes}, {"device", run.device}, {"rows", rows}});
+      dumped.push_back(analysis::to_json(run));
+      const std::string title =
+          run.op + ", " + std::to_string(run.world) + " ranks on " + std::to_string(run.nodes) + " nodes";
+      if (dump && table) print_rows(title, dumped.back()["rows"], {"bytes", "time_us", "algbw_GBps", "busbw_GBps"});
     }
     if (!dump) calibration = analysis::calibration_from_nccl_tests(runs, name, measured.front(), tool);
   } else {
