@@ -599,8 +599,16 @@ json dump_metrics(const std::vector<KinetoTrace>& traces) {
     }
   }
   json across = json::array();
-  if (traces.size() > 1) {
-    for (const auto& c : reduce_across_ranks(traces)) across.push_back(to_json(c));
+  int run_index = 0;
+  for (const auto& run : group_into_runs(traces)) {
+    if (run.size() > 1) {
+      for (const auto& c : reduce_across_ranks(run)) {
+        json row = to_json(c);
+        row["run"] = run_index;
+        across.push_back(row);
+      }
+    }
+    ++run_index;
   }
   return {{"per_rank", per_rank}, {"across_ranks", across}};
 }

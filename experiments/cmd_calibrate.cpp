@@ -112,10 +112,10 @@ int run_calibrate(std::span<const std::string> args) {
           "per rank and step", dumped["per_rank"],
           {"rank", "step", "opt_step_ms", "opt_cpu_span_ms", "opt_gpu_window_ms", "opt_gpu_ms", "opt_gpu_idle_pct",
            "a2a_ms", "a2a_payload_bytes", "allgather_ms", "gemm_ms", "non_gemm_ms", "kernel_count"});
-      if (traces.size() > 1)
-        print_rows(
-            "across " + std::to_string(traces.size()) + " ranks", dumped["across_ranks"],
-            {"step", "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max", "a2a_payload_bytes", "a2a_algbw_GBps"});
+      if (!dumped["across_ranks"].empty())
+        print_rows("across the ranks of each run", dumped["across_ranks"],
+                   {"run", "step", "ranks", "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max",
+                    "a2a_payload_bytes", "a2a_algbw_GBps"});
     }
     if (!dump) calibration = analysis::calibration_from_traces(traces, name, measured, tool);
   } else if (kind == InputKind::measurements) {
