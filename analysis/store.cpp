@@ -45,15 +45,12 @@ FileState inspect_file(const std::string& path) {
   if (ec) throw IoError(path + ": cannot read its size: " + ec.message());
   if (size == 0) return FileState::empty;
   std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) throw IoError(path + ": cannot open it for reading, expected a readable dionsim results database");
   std::array<char, 16> header{};
   in.read(header.data(), header.size());
-  if (!in) {
-    if (!std::filesystem::exists(path)) return FileState::absent;
-    if (in.gcount() < 16 && size < 16) {
-      throw IoError(path + ": file of " + std::to_string(size) +
-                    " bytes is not an SQLite database, expected a dionsim results database or a new file name");
-    }
-    throw IoError(path + ": cannot read it, expected a dionsim results database");
+  if (in.gcount() < static_cast<std::streamsize>(header.size())) {
+    throw IoError(path + ": a file of " + std::to_string(size) +
+                  " bytes is not an SQLite database, expected a dionsim results database or a new file name");
   }
   static constexpr std::string_view kMagic("SQLite format 3\0", 16);
   if (std::string_view(header.data(), header.size()) != kMagic) {

@@ -53,7 +53,7 @@ TEST_CASE("a file that is not SQLite is refused and left as it was", "[analysis]
 
   const std::string tiny = dir.file("tiny.db");
   write_bytes(tiny, "SQLite");
-  refused(tiny, "not an SQLite database");
+  refused(tiny, "a file of 6 bytes is not an SQLite database");
   CHECK(read_bytes(tiny) == "SQLite");
 }
 
