@@ -84,15 +84,25 @@ CappedWinners select_capped_winners(std::span<const float> gathered, std::int64_
 
 CappedPack pack_capped(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
                        std::int64_t L_r, std::int64_t pr, std::int64_t B) {
+  CappedPack pack;
+  pack_capped_into(norms, winners, rank, L_r, pr, B, pack);
+  return pack;
+}
+
+void pack_capped_into(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
+                      std::int64_t L_r, std::int64_t pr, std::int64_t B, CappedPack& pack) {
   const std::int64_t w = winners.world;
   const std::int64_t N = winners.N;
-  CappedPack pack;
   pack.world = w;
   pack.pr = pr;
   pack.B = B;
-  pack.counts.assign(at(w), std::vector<std::int32_t>(at(pr), 0));
-  pack.slots.assign(at(w), {});
+  pack.counts.resize(at(w));
+  for (auto& c : pack.counts) c.assign(at(pr), 0);
+  pack.slots.resize(at(w));
+  for (auto& s : pack.slots) s.clear();
+  pack.deferred.clear();
   pack.kept.assign(at(N * L_r), 0);
+  pack.winner_rows = 0;
   struct Candidate {
     float prio;
     std::int64_t j, row;
@@ -134,7 +144,6 @@ CappedPack pack_capped(std::span<const float> norms, const CappedWinners& winner
     }
   }
   pack.deferred_rows = static_cast<std::int64_t>(pack.deferred.size());
-  return pack;
 }
 
 void encode_header(std::span<const std::int32_t> counts, std::span<std::uint16_t> row) {
