@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
+#include <sstream>
 #include <thread>
 
 #include "common/error.hpp"
@@ -186,6 +187,13 @@ GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int t
   return run;
 }
 
+// Shortest round-trip text of a number for error messages ("1.5", not "1.500000").
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
 double normal_pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * std::numbers::pi); }
 double normal_sf(double z) { return 0.5 * std::erfc(z / std::numbers::sqrt2); }
 
@@ -244,12 +252,12 @@ void WaitStats::merge(const WaitStats& other) {
 void validate(const DeferralConfig& c) {
   if (c.world < 2) throw_bad_usage("--world", std::to_string(c.world), "an integer >= 2 (world 1 has no capped path)");
   if (!(c.fraction > 0.0 && c.fraction <= 1.0)) {
-    throw_bad_usage("--fraction", std::to_string(c.fraction), "a number in (0, 1]");
+    throw_bad_usage("--fraction", num(c.fraction), "a number in (0, 1]");
   }
   if (c.capacity_factor && !(*c.capacity_factor >= 1.0 && std::isfinite(*c.capacity_factor))) {
-    throw_bad_usage("--capacity-factor", std::to_string(*c.capacity_factor), "auto or a number >= 1.0");
+    throw_bad_usage("--capacity-factor", num(*c.capacity_factor), "auto or a number >= 1.0");
   }
-  if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", std::to_string(c.ef), "a number in [0, 1]");
+  if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
   if (c.steps < 1) throw_bad_usage("--steps", std::to_string(c.steps), "an integer >= 1");
   if (c.trials < 1) throw_bad_usage("--trials", std::to_string(c.trials), "an integer >= 1");
   if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.world) {
