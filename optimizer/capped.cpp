@@ -109,6 +109,7 @@ void pack_capped_into(std::span<const float> norms, const CappedWinners& winners
   };
   std::vector<Candidate> cand;
   for (std::int64_t d = 0; d < w; ++d) {
+    if (d * pr >= N) continue;  // only virtual matrices: no winners, nothing kept (counts and slots stay empty)
     cand.clear();
     for (std::int64_t j = 0; j < pr; ++j) {
       const std::int64_t m = d * pr + j;

@@ -91,14 +91,14 @@ class EnergyRows final : public RowStore {
       : N_(g.N), S_(g.rows), nu_(static_cast<double>(g.cols - 1)), ef2_(ef * ef), keys_(std::move(keys)),
         scales_(std::move(scales)), E_(at(g.N * g.rows), 0.0) {}
   void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
-    const double a = nu_ > 0 ? 2.0 / (9.0 * nu_) : 0.0;
+    const double a = nu_ > 0 ? 2.0 / (9.0 * nu_) : 0.0, sqrt_a = std::sqrt(a);
     parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
       for (std::int64_t m = b; m < e; ++m) {
         for (std::int64_t i = 0; i < S_; ++i) {
           double z = 0.0, z2 = 0.0;
           normal_pair(keys_[at(m)], static_cast<std::uint64_t>(step * S_ + i), z, z2);
           const double s = scales_[at(m * S_ + i)];
-          const double wh = std::max(0.0, 1.0 - a + z2 * std::sqrt(a));
+          const double wh = std::max(0.0, 1.0 - a + z2 * sqrt_a);
           const double chi2 = nu_ * wh * wh * wh;
           double& E = E_[at(m * S_ + i)];
           const double r = std::sqrt(E) + s * z;

@@ -84,14 +84,21 @@ std::uint64_t stream_key(std::uint64_t seed, std::uint64_t trial, std::uint64_t 
 }
 
 void normal_pair(std::uint64_t key, std::uint64_t counter, double& z0, double& z1) {
-  const std::uint64_t h = mix64(key ^ mix64(counter));
-  // u1 in (0, 1] so log(u1) is finite; u2 in [0, 1).
-  const double u1 = (static_cast<double>(h >> 32) + 1.0) * 0x1.0p-32;
-  const double u2 = static_cast<double>(h & 0xffffffffULL) * 0x1.0p-32;
-  const double r = std::sqrt(-2.0 * std::log(u1));
-  const double a = 2.0 * std::numbers::pi * u2;
-  z0 = r * std::cos(a);
-  z1 = r * std::sin(a);
+  // Marsaglia's polar method (no sin/cos): attempt a draws (u, v) uniform in (-1, 1)^2 from the
+  // hash of (counter, a) until it falls inside the unit disc (probability pi/4 per attempt).
+  const std::uint64_t base = mix64(key ^ mix64(counter));
+  for (std::uint64_t a = 0;; ++a) {
+    const std::uint64_t h = mix64(base + a);
+    const double u = static_cast<double>(h >> 32) * 0x1.0p-31 - 1.0;
+    const double v = static_cast<double>(h & 0xffffffffULL) * 0x1.0p-31 - 1.0;
+    const double s = u * u + v * v;
+    if (s > 0.0 && s < 1.0) {
+      const double f = std::sqrt(-2.0 * std::log(s) / s);
+      z0 = u * f;
+      z1 = v * f;
+      return;
+    }
+  }
 }
 
 double uniform01(std::uint64_t key, std::uint64_t counter) {

@@ -34,7 +34,7 @@ struct NormStream {
 // Counter-based random numbers (splitmix64 finalizer over a combined key).
 [[nodiscard]] std::uint64_t mix64(std::uint64_t x);
 [[nodiscard]] std::uint64_t stream_key(std::uint64_t seed, std::uint64_t trial, std::uint64_t group, std::uint64_t matrix);
-// Two independent N(0, 1) from one 64-bit counter (Box-Muller on the two 32-bit halves of mix64).
+// Two independent N(0, 1) from one 64-bit counter (polar method over hashes of the counter).
 void normal_pair(std::uint64_t key, std::uint64_t counter, double& z0, double& z1);
 // Uniform in [0, 1) from one counter.
 [[nodiscard]] double uniform01(std::uint64_t key, std::uint64_t counter);
