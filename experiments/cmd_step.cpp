@@ -26,6 +26,10 @@ int run_step(std::span<const std::string> args) {
       ("threads", po::value(&threads)->default_value(2), "worker threads (results do not depend on it)");
   cmd.positional("case", 1);
   if (!cmd.parse(args)) return 0;
+  if (!cmd.common().db.empty()) {
+    // Recording needs the analysis/ store, which this subcommand is not wired to yet.
+    throw_bad_usage("--db", cmd.common().db, "no --db: 'step' does not record to a database yet");
+  }
   if (threads < 1) throw_bad_usage("--threads", std::to_string(threads), "an integer >= 1");
   const opt::NumericsCase c = opt::load_numerics_case(case_dir);
   log(cmd.common(), "step: " + case_dir + ": " + std::to_string(c.params.size()) + " params, world " +

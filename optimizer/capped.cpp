@@ -147,6 +147,22 @@ void pack_capped_into(std::span<const float> norms, const CappedWinners& winners
   pack.deferred_rows = static_cast<std::int64_t>(pack.deferred.size());
 }
 
+CappedSelection select_and_pack_capped(const std::vector<std::vector<float>>& norms, std::int64_t S, std::int64_t N,
+                                       std::int64_t k_tot, std::int64_t pr, std::int64_t B) {
+  const auto w = static_cast<std::int64_t>(norms.size());
+  const std::int64_t pl = padded_local_rows(S, w);
+  CappedSelection out;
+  for (std::int64_t r = 0; r < w; ++r) {
+    const std::vector<float> padded = pad_norms(norms[at(r)], N, shard_rows(S, w, r), pl);
+    out.gathered.insert(out.gathered.end(), padded.begin(), padded.end());
+  }
+  out.winners = select_capped_winners(out.gathered, w, N, pl, k_tot);
+  for (std::int64_t r = 0; r < w; ++r) {
+    out.packs.push_back(pack_capped(norms[at(r)], out.winners, r, shard_rows(S, w, r), pr, B));
+  }
+  return out;
+}
+
 void encode_header(std::span<const std::int32_t> counts, std::span<std::uint16_t> row) {
   if (2 * counts.size() > row.size()) {
     throw std::invalid_argument("capped header: 2*pr = " + std::to_string(2 * counts.size()) +

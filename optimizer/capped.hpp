@@ -63,6 +63,19 @@ struct CappedPack {
 void pack_capped_into(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
                       std::int64_t L_r, std::int64_t pr, std::int64_t B, CappedPack& pack);
 
+// Phase A + select + pack for every rank of one megabatch, from the ranks' norms alone (no matrix
+// data): pads each rank's [N, L_r] norms with -1, concatenates them rank-major (the all-gather's
+// output), selects the winners and packs every rank. This is what the reference step runs; a
+// deferral study can call it for many steps at large worlds. norms[r] is rank r's [N, L_r] keys.
+struct CappedSelection {
+  std::vector<float> gathered;   // [w][N][pl] (the all-gather output)
+  CappedWinners winners;
+  std::vector<CappedPack> packs;  // per rank
+};
+[[nodiscard]] CappedSelection select_and_pack_capped(const std::vector<std::vector<float>>& norms, std::int64_t S,
+                                                     std::int64_t N, std::int64_t k_tot, std::int64_t pr,
+                                                     std::int64_t B);
+
 // Header (§4.5): the bit pattern of the pr int32 counts in the first 2*pr bf16 slots of a row of
 // `cols` words, low half first; the rest zero. Requires 2*pr <= cols.
 void encode_header(std::span<const std::int32_t> counts, std::span<std::uint16_t> row);

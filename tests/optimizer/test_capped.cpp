@@ -386,3 +386,23 @@ TEST_CASE("§4.11.5: with no overflow the applied set equals global's top-k on t
     CHECK(applied_global(x, m) == std::set<std::int64_t>(top.begin(), top.end()));
   }
 }
+
+TEST_CASE("select_and_pack_capped: the norm-only entry point of a deferral study", "[capped]") {
+  // TV2 again, through the one-call API.
+  const std::vector<std::vector<float>> norms{{100, 90, 1, 1, 2.0f, 0.1f, 0.1f, 0.1f, 1, 2, 3, 4, 4, 4, 4, 4},
+                                              {1, 1, 1, 1, 1.5f, 0.1f, 0.1f, 0.1f, 5, 6, 7, 8, 4, 4, 4, 4}};
+  const CappedSelection sel = select_and_pack_capped(norms, 8, 4, 2, 2, 2);
+  REQUIRE(sel.packs.size() == 2);
+  CHECK(sel.gathered.size() == 2 * 4 * 4);
+  CHECK(sel.packs[0].winner_rows == 5);
+  CHECK(sel.packs[0].deferred_rows == 1);
+  CHECK(sel.packs[1].winner_rows == 3);
+  CHECK(sel.packs[1].deferred_rows == 0);
+  CHECK(sel.packs[0].counts[0] == std::vector<std::int32_t>{1, 1});
+  // uneven world with an empty rank: S = 3, w = 4 -> rank 3 holds no rows, still gets a pack
+  const std::vector<std::vector<float>> uneven{{3}, {2}, {1}, {}};
+  const CappedSelection u = select_and_pack_capped(uneven, 3, 1, 2, 1, 1);
+  CHECK(u.packs[3].winner_rows == 0);
+  CHECK(u.packs[0].winner_rows + u.packs[1].winner_rows + u.packs[2].winner_rows == 2);
+  CHECK(u.gathered[3 * 1 + 0] == -1.0f);  // rank 3's pad entry
+}

@@ -380,3 +380,30 @@ TEST_CASE("bf16 rounding is round-to-nearest-even", "[step]") {
   CHECK(round_bf16(300.9f) == 300.0f);
   CHECK(std::isnan(round_bf16(std::nanf(""))));
 }
+
+TEST_CASE("larger uneven world: w = 32, S = 250, several steps, NorDion2 bf16, pinned c", "[step]") {
+  StepConfig cfg = config(Scope::global_capped, 32, 0.1, OptimizerKind::nordion2);
+  cfg.capacity_factor = 1.0;
+  cfg.dtype = Dtype::bfloat16;
+  const std::int64_t N = 40, R = 250, C = 96;
+  const auto run = run_random(cfg, N, R, C, 4, 101);  // bytes == plan checked every step
+  const GroupPlan& g = run.opt->groups()[0];
+  REQUIRE(g.path == Path::capped_packed);
+  CHECK(g.pl == 8);
+  CHECK(g.k_tot == 25);
+  std::int64_t deferred = 0;
+  for (std::size_t t = 0; t < 4; ++t) {
+    std::int64_t winners = 0;
+    for (const auto& rank : run.opt->stats()) {
+      winners += rank[t].winner_rows;
+      deferred += rank[t].deferred_rows;
+    }
+    CHECK(winners == N * g.k_tot);
+  }
+  CHECK(deferred > 0);
+  // rank 31 holds rows 248..249 only (L = 2); an applied row is always a real row
+  for (const auto& rows : run.opt->last_applied_rows()) {
+    for (std::int64_t r : rows) CHECK(r < R);
+  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(N); ++i) CHECK(all_finite(run.opt->weight(i)));
+}
