@@ -3,11 +3,14 @@
 // momentum + error-feedback dynamics. Logic: optimizer/deferral.hpp.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "analysis/store.hpp"
+#include "analysis/store_provenance.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
@@ -30,6 +33,35 @@ void print_row(const opt::DeferralConfig& c, const opt::DeferralSummary& s) {
               std::string(opt::to_string(s.mode)).c_str(), s.deferred_fraction, s.step_p50, s.step_p99, s.step_max,
               100.0 * s.steps_with_deferral, s.analytic_deferred_fraction, s.effective_fraction,
               static_cast<long long>(s.extra_bytes), s.packed_groups == 0 ? "  (no packed group: all routed)" : "");
+}
+
+// One run per configuration: the JSON results as metrics, the per-rank counters as deferral rows.
+void record(analysis::Database& db, const nlohmann::json& config, const nlohmann::json& result,
+            const opt::DeferralSummary& s, std::uint64_t seed, bool force) {
+  auto rec = analysis::RunRecord::begin("deferral", analysis::RunMode::simulated, config, seed);
+  for (const char* key : {"deferred_fraction", "deferred_fraction_step_p50", "deferred_fraction_step_p99",
+                          "deferred_fraction_step_max", "steps_with_deferral", "effective_applied_fraction",
+                          "nominal_fraction", "analytic_deferred_fraction", "winner_rows", "deferred_rows",
+                          "waits_censored", "waits_abandoned"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = ""});
+  }
+  for (const char* key : {"a2a_payload_bytes", "a2a_payload_bytes_c1", "extra_bytes_over_c1"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = "bytes"});
+  }
+  for (const auto& h : result.at("wait_histogram")) {
+    rec.metrics.push_back({.name = "wait_steps_count", .value = h.at("count").get<double>(), .unit = "",
+                           .labels = {{"steps", h.at("steps")}}});
+  }
+  for (std::size_t t = 0; t < s.counters.size(); ++t) {
+    for (std::size_t k = 0; k < s.counters[t].size(); ++k) {
+      for (std::size_t r = 0; r < s.counters[t][k].size(); ++r) {
+        const auto& c = s.counters[t][k][r];
+        rec.deferral.push_back({static_cast<std::int64_t>(t), static_cast<std::int64_t>(k), static_cast<std::int64_t>(r),
+                                c.winner_rows, c.deferred_rows});
+      }
+    }
+  }
+  db.store(rec, force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
 }
 
 }  // namespace
@@ -92,6 +124,11 @@ int run_deferral(std::span<const std::string> args) {
   }
   const opt::Inventory inventory = opt::load_inventory(model);
   for (auto& c : configs) c.inventory = inventory;
+  std::optional<analysis::Database> db;
+  if (!cmd.common().db.empty()) {
+    if (recommend) throw_bad_usage("--db", cmd.common().db, "no --db with --recommend (record the sweep instead)");
+    db.emplace(analysis::Database::open(cmd.common().db));
+  }
   nlohmann::json out = nlohmann::json::array();
   if (!cmd.common().json && !recommend) print_header();
   if (recommend && !cmd.common().json) {
@@ -110,9 +147,19 @@ int run_deferral(std::span<const std::string> args) {
       }
       continue;
     }
+    nlohmann::json config = opt::to_json(c, opt::DeferralSummary{});
+    config = {{"model", config["model"]}, {"optimizer", config["optimizer"]}, {"world", config["world"]},
+              {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
+              {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
+              {"seed", c.seed}};
+    if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
+      log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
+      continue;
+    }
     const opt::DeferralSummary s = opt::run_deferral(c);
     out.push_back(opt::to_json(c, s));
     if (!cmd.common().json) print_row(c, s);
+    if (db) record(*db, config, out.back(), s, c.seed, cmd.common().force);
   }
   if (cmd.common().json) print_json(out);
   return 0;

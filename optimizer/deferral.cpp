@@ -372,13 +372,18 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
   std::vector<double> step_fraction;
   out.per_step_mean.assign(at(c.steps), 0.0);
   std::int64_t any = 0;
+  out.counters.assign(at(c.trials), std::vector<std::vector<StepCounts>>(at(c.steps), std::vector<StepCounts>(at(c.world))));
   for (std::int64_t trial = 0; trial < c.trials; ++trial) {
     for (std::int64_t s = 0; s < c.steps; ++s) {
       StepCounts sum;
+      auto& ranks = out.counters[at(trial)][at(s)];
       for (std::int64_t gi = 0; gi < out.packed_groups; ++gi) {
-        for (const StepCounts& rc : runs[at(trial * out.packed_groups + gi)].per_step_rank[at(s)]) {
-          sum.winner_rows += rc.winner_rows;
-          sum.deferred_rows += rc.deferred_rows;
+        const auto& rcs = runs[at(trial * out.packed_groups + gi)].per_step_rank[at(s)];
+        for (std::size_t r = 0; r < rcs.size(); ++r) {
+          sum.winner_rows += rcs[r].winner_rows;
+          sum.deferred_rows += rcs[r].deferred_rows;
+          ranks[r].winner_rows += rcs[r].winner_rows;
+          ranks[r].deferred_rows += rcs[r].deferred_rows;
         }
       }
       out.winner_rows += sum.winner_rows;

@@ -95,6 +95,7 @@ struct DeferralSummary {
   double step_p50 = 0.0, step_p99 = 0.0, step_max = 0.0;  // over (trial, step) deferral fractions
   double steps_with_deferral = 0.0;    // share of (trial, step) with any deferred row
   std::vector<double> per_step_mean;   // deferral fraction per step, mean over trials
+  std::vector<std::vector<std::vector<StepCounts>>> counters;  // [trial][step][rank], summed over groups
   WaitStats waits;
   double nominal_fraction = 0.0;       // winners / packed rows per step (k_tot / S)
   double effective_fraction = 0.0;     // applied / packed rows per step
