@@ -241,20 +241,23 @@ TEST_CASE("every winner on one rank: counts and waiting times worked out by hand
   CHECK(run.applied_rows == 8);
 }
 
-TEST_CASE("skew:rank makes one rank's chunks overflow every step; iid with the same c does not", "[deferral][skew]") {
+TEST_CASE("skew rank stream: one rank's chunks overflow every step while iid with the same c does not", "[deferral][skew]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(8);
   cfg.world = 8;
   cfg.steps = 10;
   cfg.mode = DeferralMode::exact;
   const DeferralSummary iid = run_deferral(cfg);
-  cfg.stream = parse_norm_stream("skew:rank=3,factor=3", "--norms");
+  cfg.stream = parse_norm_stream("skew:rank=3,factor=10", "--norms");
   const DeferralSummary skew = run_deferral(cfg);
-  // Factor 3 makes all 8 rows of rank 3 winners of every matrix (k_tot = 16 of 64): auto c gives
-  // B = 5 (group a, pr = 1) and B = 8 (group b, pr = 2) against 8 and 16 arrivals, so step 1 defers
-  // 8 * 3 + 8 * 8 = 88 of 384 winners (0.229), and rank 3 stays hot on every later step.
+  // Factor 10 makes (nearly always) all 8 rows of rank 3 winners of every matrix (k_tot = 16 of
+  // 64): auto c gives B = 5 (group a, pr = 1) and B = 8 (group b, pr = 2) against 8 and 16
+  // arrivals from rank 3, so step 1 defers 8 * 3 + 8 * 8 = 88 of 384 winners (0.229) when every
+  // hot row wins (fewer if one misses; the other 8 winners of a matrix, spread over 7 ranks, stay
+  // far below B), and rank 3 stays hot on every later step.
   CHECK(skew.steps_with_deferral == 1.0);
-  CHECK(skew.per_step_mean[0] == Approx(88.0 / 384.0));
+  CHECK(skew.per_step_mean[0] <= 88.0 / 384.0);
+  CHECK(skew.per_step_mean[0] >= 84.0 / 384.0);
   CHECK(skew.deferred_fraction > 0.2);
   CHECK(skew.deferred_fraction > 10.0 * iid.deferred_fraction);
   CHECK(skew.waits.censored > 0);
@@ -307,7 +310,7 @@ TEST_CASE("deterministic per seed and independent of the thread count", "[deferr
   }
 }
 
-TEST_CASE("summary invariants: winners are N*k_tot per step, applied = winners - deferred", "[deferral]") {
+TEST_CASE("summary invariants: winners = N*k_tot per step and applied = winners - deferred", "[deferral]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(4);
   cfg.world = 4;
@@ -329,7 +332,7 @@ TEST_CASE("summary invariants: winners are N*k_tot per step, applied = winners -
   CHECK(j.at("capacity_factor").get<double>() == 1.0);
 }
 
-TEST_CASE("auto c costs bytes over c = 1 as the plan says; recommend finds the smallest c under target", "[deferral]") {
+TEST_CASE("auto c costs the plan's bytes over c = 1 and recommend finds the smallest c under target", "[deferral]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(16);
   cfg.world = 16;
@@ -349,7 +352,7 @@ TEST_CASE("auto c costs bytes over c = 1 as the plan says; recommend finds the s
   CHECK(run_deferral(cfg).deferred_fraction > 1e-2);
 }
 
-TEST_CASE("bad input: capacity_factor < 1, fraction outside (0, 1], world < 2, bad streams", "[deferral][errors]") {
+TEST_CASE("bad input: capacity_factor below 1 or fraction outside the unit interval or world below 2 or bad streams", "[deferral][errors]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(4);
   cfg.world = 4;
