@@ -81,16 +81,16 @@ int run_deferral(std::span<const std::string> args) {
       ("model", po::value(&model)->required(), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
       ("optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2 (EF decay: ef_decay | mu)")
       ("world", po::value(&worlds)->required(), "world sizes >= 2: list or range (16,64 or 16..1024)")
-      ("fraction", po::value(&fraction)->default_value(fraction), "selected fraction, in (0, 1]")
+      ("fraction", po::value(&fraction)->default_value(fraction, "0.25"), "selected fraction, in (0, 1]")
       ("capacity-factor", po::value(&capacity)->default_value(capacity), "list of auto or c >= 1.0")
       ("norms", po::value(&norms)->default_value(norms), "gradient stream (see above)")
-      ("ef", po::value(&ef)->default_value(ef), "EF decay of applied rows (Dion2 ef_decay, NorDion2 mu)")
+      ("ef", po::value(&ef)->default_value(ef, "0.95"), "EF decay of applied rows (Dion2 ef_decay, NorDion2 mu)")
       ("steps", po::value(&steps)->default_value(steps), "optimizer steps per trial")
       ("trials", po::value(&trials)->default_value(trials), "independent trials (seeds derived from --seed)")
       ("mode", po::value(&mode)->default_value(mode), "exact | reduced | auto (exact when it fits)")
       ("threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")
       ("recommend", po::bool_switch(&recommend), "per world: smallest capacity_factor with deferral <= --target")
-      ("target", po::value(&target)->default_value(target), "deferral target for --recommend, in (0, 1)");
+      ("target", po::value(&target)->default_value(target, "1e-4"), "deferral target for --recommend, in (0, 1)");
   if (!cmd.parse(args)) return 0;
   opt::DeferralConfig base;
   base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");

@@ -123,13 +123,48 @@ class EnergyRows final : public RowStore {
   std::vector<double> E_;
 };
 
+// The all-gather layout [w][n][pl] of matrices [m0, m0 + n) (pad_norms' -1 for short shards), then
+// the optimizer's select_capped_winners. Winners are per matrix, so matrix ranges are selected on
+// separate threads and merged into one CappedWinners; the result does not depend on the split.
+CappedWinners select_winners(const std::vector<float>& keys, std::int64_t w, std::int64_t N, std::int64_t S,
+                             std::int64_t pl, std::int64_t k_tot, int threads) {
+  auto select_range = [&](std::int64_t m0, std::int64_t n) {
+    std::vector<float> gathered(at(w * n * pl), -1.0f);
+    for (std::int64_t r = 0; r < w; ++r) {
+      const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::copy_n(keys.begin() + (m0 + i) * S + row0, L, gathered.begin() + (r * n + i) * pl);
+      }
+    }
+    return select_capped_winners(gathered, w, n, pl, k_tot);
+  };
+  const std::int64_t parts = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, N));
+  if (parts == 1) return select_range(0, N);
+  std::vector<CappedWinners> sub(at(parts));
+  parallel_chunks(N, static_cast<int>(parts), [&](std::int64_t b, std::int64_t e, int i) { sub[at(i)] = select_range(b, e - b); });
+  CappedWinners all;
+  all.world = w;
+  all.N = N;
+  all.pl = pl;
+  all.thresh.resize(at(N));
+  all.mask.resize(at(w * N * pl));
+  for (std::int64_t i = 0, m0 = 0; i < parts; m0 += sub[at(i)].N, ++i) {
+    const CappedWinners& p = sub[at(i)];
+    std::copy(p.thresh.begin(), p.thresh.end(), all.thresh.begin() + m0);
+    for (std::int64_t r = 0; r < w; ++r) {
+      std::copy_n(p.mask.begin() + r * p.N * pl, p.N * pl, all.mask.begin() + (r * N + m0) * pl);
+    }
+  }
+  return all;
+}
+
 // The step loop shared by both representations: norms -> all-gather layout -> the optimizer's
 // select_capped_winners -> pack_capped_into per rank -> EF decay of applied rows, waiting times.
 GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int threads) {
   const std::int64_t w = g.Np / g.pr, N = g.N, S = g.rows, pl = g.pl, pr = g.pr, B = g.B;
   GroupRun run;
   run.per_step_rank.assign(at(steps), std::vector<StepCounts>(at(w)));
-  std::vector<float> keys(at(N * S)), gathered(at(w * N * pl));
+  std::vector<float> keys(at(N * S));
   std::vector<std::uint8_t> kept(at(N * S));
   std::vector<std::int32_t> wait(at(N * S), 0);
   const int workers = std::max(1, threads);
@@ -137,14 +172,7 @@ GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int t
   std::vector<std::int64_t> applied(at(workers), 0);
   for (std::int64_t t = 0; t < steps; ++t) {
     rows.accumulate(t, keys, threads);
-    std::fill(gathered.begin(), gathered.end(), -1.0f);  // pad_norms' -1 for short shards
-    for (std::int64_t r = 0; r < w; ++r) {
-      const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
-      for (std::int64_t m = 0; m < N; ++m) {
-        std::copy_n(keys.begin() + m * S + row0, L, gathered.begin() + (r * N + m) * pl);
-      }
-    }
-    const CappedWinners winners = select_capped_winners(gathered, w, N, pl, g.k_tot);
+    const CappedWinners winners = select_winners(keys, w, N, S, pl, g.k_tot, threads);
     auto& counts = run.per_step_rank[at(t)];
     parallel_chunks(w, threads, [&](std::int64_t b, std::int64_t e, int) {
       CappedPack pack;
