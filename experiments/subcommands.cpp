@@ -8,13 +8,15 @@ namespace dionsim::cli {
 int run_step(std::span<const std::string> args);
 int run_plan(std::span<const std::string> args);
 int run_collective(std::span<const std::string> args);
+int run_deferral(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 4> table{{
+  static constexpr std::array<Subcommand, 5> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
+      {"deferral", "simulate global_capped deferral with the real capped pack; recommend capacity_factor", run_deferral},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},
   }};
   return table;

@@ -84,21 +84,32 @@ CappedWinners select_capped_winners(std::span<const float> gathered, std::int64_
 
 CappedPack pack_capped(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
                        std::int64_t L_r, std::int64_t pr, std::int64_t B) {
+  CappedPack pack;
+  pack_capped_into(norms, winners, rank, L_r, pr, B, pack);
+  return pack;
+}
+
+void pack_capped_into(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
+                      std::int64_t L_r, std::int64_t pr, std::int64_t B, CappedPack& pack) {
   const std::int64_t w = winners.world;
   const std::int64_t N = winners.N;
-  CappedPack pack;
   pack.world = w;
   pack.pr = pr;
   pack.B = B;
-  pack.counts.assign(at(w), std::vector<std::int32_t>(at(pr), 0));
-  pack.slots.assign(at(w), {});
+  pack.counts.resize(at(w));
+  for (auto& c : pack.counts) c.assign(at(pr), 0);
+  pack.slots.resize(at(w));
+  for (auto& s : pack.slots) s.clear();
+  pack.deferred.clear();
   pack.kept.assign(at(N * L_r), 0);
+  pack.winner_rows = 0;
   struct Candidate {
     float prio;
     std::int64_t j, row;
   };
   std::vector<Candidate> cand;
   for (std::int64_t d = 0; d < w; ++d) {
+    if (d * pr >= N) continue;  // only virtual matrices: no winners, nothing kept (counts and slots stay empty)
     cand.clear();
     for (std::int64_t j = 0; j < pr; ++j) {
       const std::int64_t m = d * pr + j;
@@ -134,7 +145,6 @@ CappedPack pack_capped(std::span<const float> norms, const CappedWinners& winner
     }
   }
   pack.deferred_rows = static_cast<std::int64_t>(pack.deferred.size());
-  return pack;
 }
 
 CappedSelection select_and_pack_capped(const std::vector<std::vector<float>>& norms, std::int64_t S, std::int64_t N,

@@ -58,6 +58,10 @@ struct CappedPack {
 // norms: this rank's [N, L_r] fp32 keys (unpadded); winners from select_capped_winners.
 [[nodiscard]] CappedPack pack_capped(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
                                      std::int64_t L_r, std::int64_t pr, std::int64_t B);
+// The same pack into an existing CappedPack, reusing its vectors' storage (the deferral study runs
+// it for every rank of every step; pack_capped is this with a fresh object).
+void pack_capped_into(std::span<const float> norms, const CappedWinners& winners, std::int64_t rank,
+                      std::int64_t L_r, std::int64_t pr, std::int64_t B, CappedPack& pack);
 
 // Phase A + select + pack for every rank of one megabatch, from the ranks' norms alone (no matrix
 // data): pads each rank's [N, L_r] norms with -1, concatenates them rank-major (the all-gather's

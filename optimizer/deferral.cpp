@@ -1,0 +1,489 @@
+#include "optimizer/deferral.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <numbers>
+#include <sstream>
+#include <thread>
+
+#include "common/error.hpp"
+#include "optimizer/capped.hpp"
+
+namespace dionsim::opt {
+
+namespace {
+
+std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
+
+// Static partition of [0, n) over `threads` workers; fn(begin, end, worker). Deterministic: the
+// partition does not influence results (every caller merges integer counts or writes disjoint data).
+template <class Fn>
+void parallel_chunks(std::int64_t n, int threads, Fn&& fn) {
+  const std::int64_t t = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n));
+  if (t == 1) {
+    fn(std::int64_t{0}, n, 0);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (std::int64_t i = 0; i < t; ++i) {
+    pool.emplace_back([&, i] { fn(n * i / t, n * (i + 1) / t, static_cast<int>(i)); });
+  }
+  for (auto& th : pool) th.join();
+}
+
+// Momentum rows of one packed group, one of two representations. accumulate(step) adds the step's
+// gradients and writes the fp32 keys [N][S]; decay(m, row) applies EF to a kept winner and says
+// whether the row was nonzero (= applied: the reference decays rows whose returned update is nonzero).
+class RowStore {
+ public:
+  virtual ~RowStore() = default;
+  virtual void accumulate(std::int64_t step, std::span<float> keys, int threads) = 0;
+  virtual bool decay(std::int64_t m, std::int64_t row) = 0;
+};
+
+// Full fp32 rows, the CPU reference's arithmetic (reference_step.cpp: accumulate, row_l1, masked_post).
+class ExactRows final : public RowStore {
+ public:
+  ExactRows(const GroupPlan& g, double ef, GradientFill grad)
+      : N_(g.N), S_(g.rows), C_(g.cols), ef_(static_cast<float>(ef)), grad_(std::move(grad)),
+        M_(at(g.N * g.rows * g.cols), 0.0f) {}
+  void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
+    parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
+      std::vector<float> G(at(S_ * C_));
+      for (std::int64_t m = b; m < e; ++m) {
+        grad_(step, m, G);
+        float* M = M_.data() + m * S_ * C_;
+        for (std::int64_t i = 0; i < S_; ++i) {
+          float acc = 0.0f;
+          for (std::int64_t j = 0; j < C_; ++j) {
+            float& v = M[i * C_ + j];
+            v += G[at(i * C_ + j)];
+            acc += std::abs(v);
+          }
+          keys[at(m * S_ + i)] = acc;
+        }
+      }
+    });
+  }
+  bool decay(std::int64_t m, std::int64_t row) override {
+    float* r = M_.data() + (m * S_ + row) * C_;
+    if (std::all_of(r, r + C_, [](float v) { return v == 0.0f; })) return false;
+    for (std::int64_t j = 0; j < C_; ++j) r[j] *= ef_;
+    return true;
+  }
+
+ private:
+  std::int64_t N_, S_, C_;
+  float ef_;
+  GradientFill grad_;
+  std::vector<float> M_;
+};
+
+// One number per row: E = |M_i|_2^2. For G_i = s_i * N(0, I_C), rotation invariance gives the exact
+// law of the next energy: the component of G_i along M_i is s_i z ~ N(0, s_i^2) and the rest is
+// s_i^2 chi2_{C-1}, so E' = (sqrt(E) + s_i z)^2 + s_i^2 chi2_{C-1}. chi2 by Wilson-Hilferty.
+// Ranks by sqrt(E) (the L2 norm) where the optimizer ranks by L1 — the one approximation.
+class EnergyRows final : public RowStore {
+ public:
+  EnergyRows(const GroupPlan& g, double ef, std::vector<std::uint64_t> keys, std::vector<float> scales)
+      : N_(g.N), S_(g.rows), nu_(static_cast<double>(g.cols - 1)), ef2_(ef * ef), keys_(std::move(keys)),
+        scales_(std::move(scales)), E_(at(g.N * g.rows), 0.0) {}
+  void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
+    const double a = nu_ > 0 ? 2.0 / (9.0 * nu_) : 0.0, sqrt_a = std::sqrt(a);
+    parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
+      for (std::int64_t m = b; m < e; ++m) {
+        for (std::int64_t i = 0; i < S_; ++i) {
+          double z = 0.0, z2 = 0.0;
+          normal_pair(keys_[at(m)], static_cast<std::uint64_t>(step * S_ + i), z, z2);
+          const double s = scales_[at(m * S_ + i)];
+          const double wh = std::max(0.0, 1.0 - a + z2 * sqrt_a);
+          const double chi2 = nu_ * wh * wh * wh;
+          double& E = E_[at(m * S_ + i)];
+          const double r = std::sqrt(E) + s * z;
+          E = r * r + s * s * chi2;
+          keys[at(m * S_ + i)] = static_cast<float>(std::sqrt(E));
+        }
+      }
+    });
+  }
+  bool decay(std::int64_t m, std::int64_t row) override {
+    double& E = E_[at(m * S_ + row)];
+    if (E == 0.0) return false;
+    E *= ef2_;
+    return true;
+  }
+
+ private:
+  std::int64_t N_, S_;
+  double nu_, ef2_;
+  std::vector<std::uint64_t> keys_;
+  std::vector<float> scales_;
+  std::vector<double> E_;
+};
+
+// The all-gather layout [w][n][pl] of matrices [m0, m0 + n) (pad_norms' -1 for short shards), then
+// the optimizer's select_capped_winners. Winners are per matrix, so matrix ranges are selected on
+// separate threads and merged into one CappedWinners; the result does not depend on the split.
+CappedWinners select_winners(const std::vector<float>& keys, std::int64_t w, std::int64_t N, std::int64_t S,
+                             std::int64_t pl, std::int64_t k_tot, int threads) {
+  auto select_range = [&](std::int64_t m0, std::int64_t n) {
+    std::vector<float> gathered(at(w * n * pl), -1.0f);
+    for (std::int64_t r = 0; r < w; ++r) {
+      const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::copy_n(keys.begin() + (m0 + i) * S + row0, L, gathered.begin() + (r * n + i) * pl);
+      }
+    }
+    return select_capped_winners(gathered, w, n, pl, k_tot);
+  };
+  const std::int64_t parts = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, N));
+  if (parts == 1) return select_range(0, N);
+  std::vector<CappedWinners> sub(at(parts));
+  parallel_chunks(N, static_cast<int>(parts), [&](std::int64_t b, std::int64_t e, int i) { sub[at(i)] = select_range(b, e - b); });
+  CappedWinners all;
+  all.world = w;
+  all.N = N;
+  all.pl = pl;
+  all.thresh.resize(at(N));
+  all.mask.resize(at(w * N * pl));
+  for (std::int64_t i = 0, m0 = 0; i < parts; m0 += sub[at(i)].N, ++i) {
+    const CappedWinners& p = sub[at(i)];
+    std::copy(p.thresh.begin(), p.thresh.end(), all.thresh.begin() + m0);
+    for (std::int64_t r = 0; r < w; ++r) {
+      std::copy_n(p.mask.begin() + r * p.N * pl, p.N * pl, all.mask.begin() + (r * N + m0) * pl);
+    }
+  }
+  return all;
+}
+
+// The step loop shared by both representations: norms -> all-gather layout -> the optimizer's
+// select_capped_winners -> pack_capped_into per rank -> EF decay of applied rows, waiting times.
+GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int threads) {
+  const std::int64_t w = g.Np / g.pr, N = g.N, S = g.rows, pl = g.pl, pr = g.pr, B = g.B;
+  GroupRun run;
+  run.per_step_rank.assign(at(steps), std::vector<StepCounts>(at(w)));
+  std::vector<float> keys(at(N * S));
+  std::vector<std::uint8_t> kept(at(N * S));
+  std::vector<std::int32_t> wait(at(N * S), 0);
+  const int workers = std::max(1, threads);
+  std::vector<WaitStats> waits(at(workers));
+  std::vector<std::int64_t> applied(at(workers), 0);
+  for (std::int64_t t = 0; t < steps; ++t) {
+    rows.accumulate(t, keys, threads);
+    const CappedWinners winners = select_winners(keys, w, N, S, pl, g.k_tot, threads);
+    auto& counts = run.per_step_rank[at(t)];
+    parallel_chunks(w, threads, [&](std::int64_t b, std::int64_t e, int) {
+      CappedPack pack;
+      std::vector<float> norms;
+      for (std::int64_t r = b; r < e; ++r) {
+        const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
+        norms.resize(at(N * L));
+        for (std::int64_t m = 0; m < N; ++m) std::copy_n(keys.begin() + m * S + row0, L, norms.begin() + m * L);
+        pack_capped_into(norms, winners, r, L, pr, B, pack);
+        counts[at(r)] = {pack.winner_rows, pack.deferred_rows};
+        for (std::int64_t m = 0; m < N; ++m) {
+          std::copy_n(pack.kept.begin() + m * L, L, kept.begin() + m * S + row0);
+        }
+      }
+    });
+    parallel_chunks(N, threads, [&](std::int64_t b, std::int64_t e, int worker) {
+      WaitStats& ws = waits[at(worker)];
+      for (std::int64_t m = b; m < e; ++m) {
+        for (std::int64_t i = 0; i < S; ++i) {
+          const std::int64_t r = i / pl;
+          const bool winner = winners.is_winner(r, m, i - r * pl);
+          std::int32_t& wt = wait[at(m * S + i)];
+          if (kept[at(m * S + i)] != 0) {
+            if (rows.decay(m, i)) ++applied[at(worker)];
+            if (wt > 0) ++ws.hist[at(std::min<std::int64_t>(wt, kMaxWait))];
+            wt = 0;
+          } else if (winner) {
+            ++wt;  // deferred: no decay, keeps accumulating
+          } else if (wt > 0) {
+            ++ws.abandoned;
+            wt = 0;
+          }
+        }
+      }
+    });
+  }
+  for (const auto& ws : waits) run.waits.merge(ws);
+  for (std::int64_t a : applied) run.applied_rows += a;
+  run.waits.censored += std::count_if(wait.begin(), wait.end(), [](std::int32_t v) { return v > 0; });
+  return run;
+}
+
+// Shortest round-trip text of a number for error messages ("1.5", not "1.500000").
+std::string num(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+double normal_pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * std::numbers::pi); }
+double normal_sf(double z) { return 0.5 * std::erfc(z / std::numbers::sqrt2); }
+
+std::int64_t a2a_bytes(const DeferralConfig& c, std::optional<double> capacity) {
+  PlanConfig pc;
+  pc.world = c.world;
+  pc.scope = Scope::global_capped;
+  pc.fraction = c.fraction;
+  pc.capacity_factor = capacity;
+  pc.optimizer = c.optimizer;
+  return make_plan(c.inventory, pc).a2a_payload_bytes;
+}
+
+Plan capped_plan(const DeferralConfig& c) {
+  PlanConfig pc;
+  pc.world = c.world;
+  pc.scope = Scope::global_capped;
+  pc.fraction = c.fraction;
+  pc.capacity_factor = c.capacity_factor;
+  pc.optimizer = c.optimizer;
+  return make_plan(c.inventory, pc);
+}
+
+double quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  // Nearest rank: the smallest value with at least q of the sample at or below it.
+  const auto idx = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::clamp<std::size_t>(idx, 1, v.size()) - 1];
+}
+
+}  // namespace
+
+DeferralMode parse_deferral_mode(std::string_view text, std::string_view flag) {
+  if (text == "exact") return DeferralMode::exact;
+  if (text == "reduced") return DeferralMode::reduced;
+  if (text == "auto") return DeferralMode::automatic;
+  throw_bad_usage(flag, text, "exact, reduced or auto");
+}
+
+std::string_view to_string(DeferralMode m) {
+  switch (m) {
+    case DeferralMode::exact: return "exact";
+    case DeferralMode::reduced: return "reduced";
+    case DeferralMode::automatic: return "auto";
+  }
+  return "?";
+}
+
+void WaitStats::merge(const WaitStats& other) {
+  for (std::size_t i = 0; i < hist.size(); ++i) hist[i] += other.hist[i];
+  censored += other.censored;
+  abandoned += other.abandoned;
+}
+
+void validate(const DeferralConfig& c) {
+  if (c.world < 2) throw_bad_usage("--world", std::to_string(c.world), "an integer >= 2 (world 1 has no capped path)");
+  if (!(c.fraction > 0.0 && c.fraction <= 1.0)) {
+    throw_bad_usage("--fraction", num(c.fraction), "a number in (0, 1]");
+  }
+  if (c.capacity_factor && !(*c.capacity_factor >= 1.0 && std::isfinite(*c.capacity_factor))) {
+    throw_bad_usage("--capacity-factor", num(*c.capacity_factor), "auto or a number >= 1.0");
+  }
+  if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
+  if (c.steps < 1) throw_bad_usage("--steps", std::to_string(c.steps), "an integer >= 1");
+  if (c.trials < 1) throw_bad_usage("--trials", std::to_string(c.trials), "an integer >= 1");
+  if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.world) {
+    throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.world) + ")");
+  }
+}
+
+GroupRun simulate_group_exact(const GroupPlan& g, double ef, std::int64_t steps, const GradientFill& grad,
+                              int threads) {
+  if (g.path != Path::capped_packed) throw std::invalid_argument("simulate_group_exact: group is not capped_packed");
+  ExactRows rows(g, ef, grad);
+  return run_group(g, steps, rows, threads);
+}
+
+GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const DeferralConfig& c, std::int64_t trial,
+                        DeferralMode mode, int threads) {
+  const std::int64_t N = g.N, S = g.rows, C = g.cols, w = c.world;
+  std::vector<std::uint64_t> keys(at(N));
+  std::vector<float> scales(at(N * S));
+  for (std::int64_t m = 0; m < N; ++m) {
+    keys[at(m)] = stream_key(c.seed, static_cast<std::uint64_t>(trial), static_cast<std::uint64_t>(group_index),
+                             static_cast<std::uint64_t>(m));
+    for (std::int64_t i = 0; i < S; ++i) {
+      scales[at(m * S + i)] = static_cast<float>(row_scale(c.stream, keys[at(m)], i, S, w));
+    }
+  }
+  if (mode == DeferralMode::reduced) {
+    EnergyRows rows(g, c.ef, std::move(keys), std::move(scales));
+    return run_group(g, c.steps, rows, threads);
+  }
+  const std::int64_t half = (C + 1) / 2;
+  GradientFill fill = [keys, scales, S, C, half](std::int64_t step, std::int64_t m, std::span<float> G) {
+    for (std::int64_t i = 0; i < S; ++i) {
+      const float s = scales[at(m * S + i)];
+      const std::uint64_t base = static_cast<std::uint64_t>((step * S + i) * half);
+      for (std::int64_t p = 0; p < half; ++p) {
+        double z0 = 0.0, z1 = 0.0;
+        normal_pair(keys[at(m)], base + static_cast<std::uint64_t>(p), z0, z1);
+        G[at(i * C + 2 * p)] = s * static_cast<float>(z0);
+        if (2 * p + 1 < C) G[at(i * C + 2 * p + 1)] = s * static_cast<float>(z1);
+      }
+    }
+  };
+  return simulate_group_exact(g, c.ef, c.steps, fill, threads);
+}
+
+double analytic_deferred_rows(const GroupPlan& g, std::int64_t world) {
+  const std::int64_t S = g.rows;
+  const double kt = static_cast<double>(g.k_tot);
+  const double fpc = S > 1 ? (static_cast<double>(S) - kt) / (static_cast<double>(S) - 1.0) : 0.0;
+  double deferred = 0.0;
+  for (std::int64_t r = 0; r < world; ++r) {
+    const std::int64_t L = shard_rows(S, world, r);
+    const double p = static_cast<double>(L) / static_cast<double>(S);
+    const double cap = static_cast<double>(std::min(g.B, g.pr * L));
+    for (std::int64_t d = 0; d < world; ++d) {
+      const double n = static_cast<double>(std::clamp<std::int64_t>(g.N - d * g.pr, 0, g.pr));
+      if (n == 0.0 || L == 0) continue;
+      const double mu = n * kt * p;
+      const double sigma = std::sqrt(n * kt * p * (1.0 - p) * fpc);
+      if (sigma <= 0.0) {
+        deferred += std::max(0.0, mu - cap);
+        continue;
+      }
+      const double z = (cap - mu) / sigma;
+      deferred += sigma * normal_pdf(z) - (cap - mu) * normal_sf(z);
+    }
+  }
+  return deferred;
+}
+
+DeferralSummary run_deferral(const DeferralConfig& c) {
+  validate(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  const Plan plan = capped_plan(c);
+  DeferralSummary out;
+  std::vector<std::int64_t> packed;
+  std::int64_t elements = 0;
+  double analytic = 0.0;
+  for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+    const GroupPlan& g = plan.groups[i];
+    if (g.path != Path::capped_packed) {
+      ++out.routed_groups;
+      continue;
+    }
+    packed.push_back(static_cast<std::int64_t>(i));
+    elements += g.N * g.rows * g.cols;
+    out.packed_rows += g.N * g.rows;
+    out.group_c.push_back(g.c);
+    analytic += analytic_deferred_rows(g, c.world);
+  }
+  out.packed_groups = static_cast<std::int64_t>(packed.size());
+  out.mode = c.mode != DeferralMode::automatic ? c.mode
+             : elements <= c.exact_max_elements ? DeferralMode::exact
+                                                : DeferralMode::reduced;
+  // Tasks = (trial, group); with fewer tasks than threads the threads go inside the group.
+  const std::int64_t tasks = c.trials * out.packed_groups;
+  const int outer = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(c.threads, tasks)));
+  const int inner = std::max(1, c.threads / outer);
+  std::vector<GroupRun> runs(at(tasks));
+  std::atomic<std::int64_t> next{0};
+  auto worker = [&] {
+    for (std::int64_t t = next++; t < tasks; t = next++) {
+      const std::int64_t trial = t / out.packed_groups, gi = packed[at(t % out.packed_groups)];
+      runs[at(t)] = simulate_group(plan.groups[at(gi)], gi, c, trial, out.mode, inner);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 0; i < outer; ++i) pool.emplace_back(worker);
+  for (auto& th : pool) th.join();
+
+  std::vector<double> step_fraction;
+  out.per_step_mean.assign(at(c.steps), 0.0);
+  std::int64_t any = 0;
+  out.counters.assign(at(c.trials), std::vector<std::vector<StepCounts>>(at(c.steps), std::vector<StepCounts>(at(c.world))));
+  for (std::int64_t trial = 0; trial < c.trials; ++trial) {
+    for (std::int64_t s = 0; s < c.steps; ++s) {
+      StepCounts sum;
+      auto& ranks = out.counters[at(trial)][at(s)];
+      for (std::int64_t gi = 0; gi < out.packed_groups; ++gi) {
+        const auto& rcs = runs[at(trial * out.packed_groups + gi)].per_step_rank[at(s)];
+        for (std::size_t r = 0; r < rcs.size(); ++r) {
+          sum.winner_rows += rcs[r].winner_rows;
+          sum.deferred_rows += rcs[r].deferred_rows;
+          ranks[r].winner_rows += rcs[r].winner_rows;
+          ranks[r].deferred_rows += rcs[r].deferred_rows;
+        }
+      }
+      out.winner_rows += sum.winner_rows;
+      out.deferred_rows += sum.deferred_rows;
+      const double f = sum.winner_rows > 0 ? static_cast<double>(sum.deferred_rows) / static_cast<double>(sum.winner_rows) : 0.0;
+      step_fraction.push_back(f);
+      out.per_step_mean[at(s)] += f / static_cast<double>(c.trials);
+      any += sum.deferred_rows > 0 ? 1 : 0;
+    }
+  }
+  for (const GroupRun& r : runs) {
+    out.waits.merge(r.waits);
+    out.applied_rows += r.applied_rows;
+  }
+  const double row_steps = static_cast<double>(out.packed_rows) * static_cast<double>(c.steps * c.trials);
+  if (out.winner_rows > 0) {
+    out.deferred_fraction = static_cast<double>(out.deferred_rows) / static_cast<double>(out.winner_rows);
+    out.nominal_fraction = static_cast<double>(out.winner_rows) / row_steps;
+    out.effective_fraction = static_cast<double>(out.applied_rows) / row_steps;
+    std::int64_t first_step_winners = 0;
+    for (const GroupRun& r : runs) {
+      for (const StepCounts& rc : r.per_step_rank[0]) first_step_winners += rc.winner_rows;
+    }
+    out.analytic_deferred_fraction = analytic * static_cast<double>(c.trials) / static_cast<double>(first_step_winners);
+  }
+  out.step_p50 = quantile(step_fraction, 0.50);
+  out.step_p99 = quantile(step_fraction, 0.99);
+  out.step_max = step_fraction.empty() ? 0.0 : *std::max_element(step_fraction.begin(), step_fraction.end());
+  out.steps_with_deferral = static_cast<double>(any) / static_cast<double>(c.steps * c.trials);
+  out.a2a_payload_bytes = plan.a2a_payload_bytes;
+  out.a2a_payload_bytes_c1 = a2a_bytes(c, 1.0);
+  out.extra_bytes = out.a2a_payload_bytes - out.a2a_payload_bytes_c1;
+  out.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max, double resolution) {
+  Recommendation rec;
+  rec.world = config.world;
+  DeferralConfig c = config;
+  auto eval = [&](double cf) {
+    c.capacity_factor = cf;
+    ++rec.evaluations;
+    return run_deferral(c);
+  };
+  DeferralSummary hi = eval(c_max);
+  if (hi.deferred_fraction > target) {
+    rec.deferred_fraction = hi.deferred_fraction;
+    return rec;
+  }
+  DeferralSummary lo = eval(1.0);
+  if (lo.deferred_fraction <= target) {
+    rec.capacity_factor = 1.0;
+    rec.deferred_fraction = lo.deferred_fraction;
+    rec.extra_bytes = lo.extra_bytes;
+    return rec;
+  }
+  double a = 1.0, b = c_max;  // deferral(a) > target >= deferral(b)
+  while (b - a > resolution) {
+    const double mid = 0.5 * (a + b);
+    DeferralSummary s = eval(mid);
+    if (s.deferred_fraction <= target) {
+      b = mid;
+      hi = s;
+    } else {
+      a = mid;
+    }
+  }
+  rec.capacity_factor = b;
+  rec.deferred_fraction = hi.deferred_fraction;
+  rec.extra_bytes = hi.extra_bytes;
+  return rec;
+}
+
+}  // namespace dionsim::opt
