@@ -6,9 +6,12 @@ namespace dionsim::cli {
 
 // Declared here, defined one per file (cmd_<name>.cpp).
 // (entries are added as the subcommands land)
+int run_plan(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 0> table{};
+  static constexpr std::array<Subcommand, 1> table{{
+      {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
+  }};
   return table;
 }
 
