@@ -1,0 +1,95 @@
+#include "sim/step_collectives.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+void validate(const StepFabric& f) {
+  if (f.nodes < 1) {
+    throw_bad_usage("--nodes", std::to_string(f.nodes), "a positive integer");
+  }
+  if (f.gpus_per_node < 1) {
+    throw_bad_usage("--gpus-per-node", std::to_string(f.gpus_per_node), "a positive integer");
+  }
+  if (!(f.nvlink_GBps > 0.0)) {
+    throw_bad_usage("--nvlink-GBps", std::to_string(f.nvlink_GBps), "a positive bandwidth in GB/s");
+  }
+  if (f.nodes > 1 && !(f.nic_GBps > 0.0)) {
+    throw_bad_usage("--nic-GBps", std::to_string(f.nic_GBps), "a positive bandwidth in GB/s");
+  }
+  if (!(f.nvlink_latency_us >= 0.0) || !(f.nic_latency_us >= 0.0)) {
+    throw_bad_usage("--latency-us", std::to_string(std::min(f.nvlink_latency_us, f.nic_latency_us)),
+                    "a latency >= 0 µs");
+  }
+  if (f.nodes_per_leaf < 1) {
+    throw_bad_usage("--fabric", std::to_string(f.nodes_per_leaf) + " nodes per leaf", "at least 1");
+  }
+  if (!(f.oversubscription >= 1.0)) {
+    throw_bad_usage("--oversubscription", std::to_string(f.oversubscription), "a ratio >= 1");
+  }
+  if (f.alltoall_algbw_GBps && !(*f.alltoall_algbw_GBps > 0.0)) {
+    throw_bad_usage("--alltoall-algbw-GBps", std::to_string(*f.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
+  }
+}
+
+SymmetricFabricTimer::SymmetricFabricTimer(StepFabric fabric) : fabric_(std::move(fabric)) { validate(fabric_); }
+
+double SymmetricFabricTimer::leaf_exit_fraction() const {
+  const std::int64_t g = fabric_.gpus_per_node;
+  const std::int64_t w = g * fabric_.nodes;
+  if (w == g) {
+    return 0.0;
+  }
+  const std::int64_t same_leaf_nodes = std::min(fabric_.nodes_per_leaf, fabric_.nodes);
+  // Off-node peers on the same leaf: rail layout, the same local index on the leaf's other nodes;
+  // node layout, every GPU of the leaf's other nodes.
+  const std::int64_t peers_per_node = fabric_.rail_layout ? 1 : g;
+  return 1.0 - static_cast<double>((same_leaf_nodes - 1) * peers_per_node) / static_cast<double>(w - g);
+}
+
+DurationNs SymmetricFabricTimer::time_ns(const CollectiveRequest& r) const {
+  const auto& f = fabric_;
+  const std::int64_t g = f.gpus_per_node;
+  const std::int64_t w = g * f.nodes;
+  if (w <= 1 || r.bytes_sent <= 0) {
+    return 0;  // one rank: the collective is a local copy (its HBM cost is in the kernels)
+  }
+  const double nv_Bps = f.nvlink_GBps * 1e9;
+  const double nic_Bps = f.nic_GBps * 1e9;
+  const bool multi_node = f.nodes > 1;
+  const double latency_s = (multi_node ? f.nic_latency_us : f.nvlink_latency_us) * 1e-6;
+  double seconds = 0.0;
+  switch (r.kind) {
+    case StepCollective::all_to_all: {
+      if (f.alltoall_algbw_GBps) {
+        seconds = static_cast<double>(r.bytes_sent) / (*f.alltoall_algbw_GBps * 1e9);
+        break;
+      }
+      const double m = static_cast<double>(r.bytes_per_peer);
+      const double intra = m * static_cast<double>(g - 1) / nv_Bps;
+      const double inter = multi_node ? m * static_cast<double>(w - g) / nic_Bps *
+                                            std::max(1.0, leaf_exit_fraction() * f.oversubscription)
+                                      : 0.0;
+      seconds = std::max(intra, inter) + latency_s;
+      break;
+    }
+    case StepCollective::all_gather:
+    case StepCollective::reduce_scatter: {
+      // Ring: the slowest link of the ring is the NIC once it leaves the node. With
+      // oversubscription the ring's cross-leaf hops share the uplink: one flow per rank of a
+      // rail leaf crosses it only at the ring's leaf boundaries, so it is not the bottleneck.
+      const double bw = multi_node ? std::min(nic_Bps, nv_Bps) : nv_Bps;
+      const double piece = static_cast<double>(r.bytes_per_peer);
+      seconds = static_cast<double>(w - 1) * (piece / bw + latency_s);
+      break;
+    }
+  }
+  return std::llround(seconds * 1e9);
+}
+
+}  // namespace dionsim::sim

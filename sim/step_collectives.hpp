@@ -1,0 +1,76 @@
+#pragma once
+// How long one collective of the training step takes on the fabric, for a uniform plan.
+//
+// Why a single duration per collective is exact here: every rank of a uniform plan issues the
+// same collectives in the same order on its one collective stream (spec §1.7), so at any instant
+// the fabric carries at most one collective, the same one on every rank. Its duration therefore
+// depends only on its size and the fabric, never on the schedule — the step program asks once per
+// collective and schedules streams with the answer (this is the "use symmetry" of DESIGN.md:
+// one rank's timeline stands for all).
+//
+// SymmetricFabricTimer is the closed form of that one collective on a rail-optimized leaf/spine
+// fat tree with max-min fair sharing (the same fabric topologies/ builds):
+//  * all-to-all, w ranks, g per node, per-peer message m bytes, self-chunk a local copy:
+//      intra = m·(g−1) / nvlink,  inter = m·(w−g) / nic · max(1, f_up·oversubscription)
+//      t = max(intra, inter) + latency (NIC latency when w > g, else NVLink)
+//    f_up = fraction of a rank's off-node flows that leave its leaf (rail layout: only the same
+//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other nodes). Max-min on that fabric gives exactly this:
+//    every flow of a kind crosses one bottleneck link shared only with flows of its kind.
+//  * all-gather / reduce-scatter (NCCL ring): every rank receives (w−1) pieces of the per-rank
+//    piece size over its slowest ring link (NIC when the ring leaves the node), one hop latency
+//    per ring step: t = (w−1)·(piece / bw + latency).
+//  * `alltoall_algbw_GBps` pins every all-to-all to size/algbw (nccl-tests algbw; size = bytes
+//    sent per rank, self-chunk included) — the way to replay a measured cluster.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "sim/kernel_model.hpp"
+
+namespace dionsim::sim {
+
+enum class StepCollective { all_to_all, all_gather, reduce_scatter };
+
+struct CollectiveRequest {
+  StepCollective kind = StepCollective::all_to_all;
+  std::int64_t bytes_sent = 0;      // per rank, self-chunk included (all-gather: the input)
+  std::int64_t bytes_per_peer = 0;  // one message (all-to-all chunk; ring piece for AG/RS)
+};
+
+class CollectiveTimer {
+ public:
+  virtual ~CollectiveTimer() = default;
+  [[nodiscard]] virtual DurationNs time_ns(const CollectiveRequest& request) const = 0;
+};
+
+// The fabric as the step needs it (per GPU, per direction, GB = 1e9). Built from a topologies/
+// FabricSpec or from explicit bandwidths.
+struct StepFabric {
+  std::string name;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  double nvlink_GBps = 0;       // effective (nominal × efficiency)
+  double nvlink_latency_us = 0;
+  double nic_GBps = 0;          // effective
+  double nic_latency_us = 0;
+  int nodes_per_leaf = 1;       // nodes sharing one leaf (per rail in the rail layout)
+  bool rail_layout = true;      // rail-optimized NICs (GPU i of every node on leaf i); false = whole nodes per leaf
+  double oversubscription = 1;  // leaf downlink / uplink capacity, >= 1
+  std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls (measured nccl-tests algbw)
+};
+// Throws UsageError naming the flag for non-positive sizes or bandwidths.
+void validate(const StepFabric& fabric);
+
+class SymmetricFabricTimer final : public CollectiveTimer {
+ public:
+  explicit SymmetricFabricTimer(StepFabric fabric);
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
+  [[nodiscard]] const StepFabric& fabric() const { return fabric_; }
+  // Fraction of a rank's off-node all-to-all flows that leave its leaf.
+  [[nodiscard]] double leaf_exit_fraction() const;
+
+ private:
+  StepFabric fabric_;
+};
+
+}  // namespace dionsim::sim

@@ -1,0 +1,166 @@
+#include "sim/step_program.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <string>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+double OptimizerStepResult::gpu_idle_pct() const {
+  if (wall_ns <= 0) {
+    return 0.0;
+  }
+  return 100.0 * (1.0 - static_cast<double>(gpu_busy_ns) / static_cast<double>(wall_ns));
+}
+
+std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task, int max_concurrent_tasks) {
+  if (max_concurrent_tasks < 1) {
+    throw_bad_input("step program", "max_concurrent_tasks", std::to_string(max_concurrent_tasks), "at least 1");
+  }
+  std::vector<std::pair<int, int>> order;
+  std::vector<int> next_phase(phases_per_task.size(), 0);
+  std::vector<int> active;
+  std::size_t next_task = 0;
+  while (next_task < phases_per_task.size() || !active.empty()) {
+    std::vector<int> next_active;
+    if (next_task < phases_per_task.size() && static_cast<int>(active.size()) < max_concurrent_tasks) {
+      const int t = static_cast<int>(next_task++);
+      order.emplace_back(t, next_phase[t]++);
+      if (next_phase[t] < phases_per_task[t]) {
+        next_active.push_back(t);  // newest first
+      }
+    }
+    for (int t : active) {
+      order.emplace_back(t, next_phase[t]++);
+      if (next_phase[t] < phases_per_task[t]) {
+        next_active.push_back(t);
+      }
+    }
+    active = std::move(next_active);
+  }
+  return order;
+}
+
+DurationNs uncovered_ns(std::vector<std::pair<DurationNs, DurationNs>> busy,
+                        std::vector<std::pair<DurationNs, DurationNs>> cover) {
+  const auto merge = [](std::vector<std::pair<DurationNs, DurationNs>>& v) {
+    std::sort(v.begin(), v.end());
+    std::vector<std::pair<DurationNs, DurationNs>> out;
+    for (const auto& iv : v) {
+      if (iv.second <= iv.first) {
+        continue;
+      }
+      if (!out.empty() && iv.first <= out.back().second) {
+        out.back().second = std::max(out.back().second, iv.second);
+      } else {
+        out.push_back(iv);
+      }
+    }
+    v = std::move(out);
+  };
+  merge(busy);
+  merge(cover);
+  DurationNs total = 0;
+  std::size_t j = 0;
+  for (const auto& [b0, b1] : busy) {
+    DurationNs cur = b0;
+    while (j < cover.size() && cover[j].second <= cur) {
+      ++j;
+    }
+    for (std::size_t i = j; i < cover.size() && cover[i].first < b1; ++i) {
+      if (cover[i].first > cur) {
+        total += cover[i].first - cur;
+      }
+      cur = std::max(cur, cover[i].second);
+      if (cur >= b1) {
+        break;
+      }
+    }
+    if (cur < b1) {
+      total += b1 - cur;
+    }
+  }
+  return total;
+}
+
+namespace {
+
+StepCollective to_step(opt::CollectiveKind kind) {
+  return kind == opt::CollectiveKind::all_gather ? StepCollective::all_gather : StepCollective::all_to_all;
+}
+
+DurationNs host_cost_ns(double host_launch_us, std::int64_t launches) {
+  return std::llround(host_launch_us * 1e3 * static_cast<double>(launches));
+}
+
+}  // namespace
+
+OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                            const CollectiveTimer& collectives, const StepProgramOptions& options) {
+  std::vector<int> phases;
+  phases.reserve(plan.groups.size());
+  for (const auto& g : plan.groups) {
+    phases.push_back(static_cast<int>(g.phases.size()));
+  }
+  const auto order = async_runtime_order(phases, options.max_concurrent_tasks);
+
+  OptimizerStepResult r;
+  DurationNs host = 0, compute_free = 0, comm_free = 0;
+  std::vector<DurationNs> collective_done(plan.groups.size(), 0);
+  std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
+
+  for (const auto& [task, phase_index] : order) {
+    const auto& group = plan.groups[static_cast<std::size_t>(task)];
+    const auto& phase = group.phases[static_cast<std::size_t>(phase_index)];
+    // Stream-wait on the task's previous collective: the compute stream stalls until it ends.
+    DurationNs phase_end = std::max(compute_free, collective_done[static_cast<std::size_t>(task)]);
+    for (const auto& k : phase.kernels) {
+      host += host_cost_ns(options.host_launch_us, k.launches);
+      const KernelQuery q{k.kernel, k.gemm_flops, k.hbm_bytes, k.launches, k.kernel == "ns_gemm" ? group.ns_rows : 0,
+                          k.kernel == "ns_gemm" ? group.ns_cols : 0};
+      const DurationNs d = kernels.time_ns(q);
+      const DurationNs start = std::max(phase_end, host);
+      phase_end = start + d;
+      compute_free = phase_end;
+      r.gpu_busy_ns += d;
+      (k.kernel == "ns_gemm" ? r.ns_gemm_ns : r.non_gemm_ns) += d;
+      r.launches += k.launches;
+      if (d > 0) {
+        compute_iv.emplace_back(start, phase_end);
+      }
+      r.events.push_back({StreamKind::compute, k.kernel, task, phase_index, start, d, k.hbm_bytes, k.gemm_flops,
+                          k.launches});
+    }
+    const auto& c = phase.collective;
+    if (c.kind == opt::CollectiveKind::none) {
+      continue;
+    }
+    host += host_cost_ns(options.host_launch_us, 1);
+    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
+    const DurationNs start = std::max({comm_free, phase_end, host});
+    comm_free = start + d;
+    collective_done[static_cast<std::size_t>(task)] = comm_free;
+    r.comm_ns += d;
+    r.collectives += 1;
+    r.launches += 1;
+    if (c.kind == opt::CollectiveKind::all_to_all) {
+      r.a2a_ns += d;
+      r.a2a_bytes += c.bytes_sent;
+    } else {
+      r.allgather_ns += d;
+      r.allgather_bytes += c.bytes_sent;
+    }
+    if (d > 0) {
+      comm_iv.emplace_back(start, comm_free);
+    }
+    r.events.push_back({StreamKind::collective, c.name, task, phase_index, start, d, c.bytes_sent, 0.0, 1});
+  }
+  r.wall_ns = std::max({compute_free, comm_free, host});
+  r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
+  return r;
+}
+
+}  // namespace dionsim::sim

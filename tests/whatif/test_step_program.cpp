@@ -1,0 +1,146 @@
+#include <catch2/catch.hpp>
+
+#include "common/error.hpp"
+#include "optimizer/inventory.hpp"
+#include "optimizer/plan.hpp"
+#include "sim/step_program.hpp"
+
+using namespace dionsim;
+using namespace dionsim::sim;
+
+namespace {
+
+StepFabric fabric(int nodes, int gpn, double nic_GBps) {
+  StepFabric f;
+  f.name = "test";
+  f.nodes = nodes;
+  f.gpus_per_node = gpn;
+  f.nvlink_GBps = 337.5;
+  f.nvlink_latency_us = 5;
+  f.nic_GBps = nic_GBps;
+  f.nic_latency_us = 10;
+  f.nodes_per_leaf = 32;
+  return f;
+}
+
+opt::Plan seed_plan(std::int64_t world, opt::Scope scope) {
+  opt::PlanConfig c;
+  c.world = world;
+  c.scope = scope;
+  c.fraction = 0.25;
+  c.optimizer = opt::OptimizerKind::nordion2;
+  c.ns = opt::NsKind::gram;
+  return opt::make_plan(opt::seed_5120x8(), c);
+}
+
+KernelModel h100() { return KernelModel(default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"))); }
+
+}  // namespace
+
+TEST_CASE("AsyncRuntime issue order with three tasks in flight (spec §1.7)", "[step_program]") {
+  // Four tasks of three phases: A0 B0 A1 C0 B1 A2 D0 C1 B2 D1 C2 D2 (newest first after admission).
+  const auto order = async_runtime_order({3, 3, 3, 3}, 3);
+  const std::vector<std::pair<int, int>> expect{{0, 0}, {1, 0}, {0, 1}, {2, 0}, {1, 1}, {0, 2},
+                                                {3, 0}, {2, 1}, {1, 2}, {3, 1}, {2, 2}, {3, 2}};
+  CHECK(order == expect);
+  // One task at a time is sequential.
+  CHECK(async_runtime_order({2, 2}, 1) == std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}});
+  // A single-phase task finishes in its admission round.
+  CHECK(async_runtime_order({1, 2}, 3) == std::vector<std::pair<int, int>>{{0, 0}, {1, 0}, {1, 1}});
+  CHECK_THROWS_AS(async_runtime_order({1}, 0), InputError);
+}
+
+TEST_CASE("uncovered time of intervals", "[step_program]") {
+  CHECK(uncovered_ns({{0, 10}}, {}) == 10);
+  CHECK(uncovered_ns({{0, 10}}, {{2, 4}, {6, 8}}) == 6);
+  CHECK(uncovered_ns({{0, 10}, {20, 30}}, {{5, 25}}) == 10);
+  CHECK(uncovered_ns({{0, 10}}, {{0, 10}}) == 0);
+  CHECK(uncovered_ns({{0, 10}, {5, 15}}, {{12, 20}}) == 12);  // overlapping busy intervals merge
+}
+
+TEST_CASE("all-to-all closed form on a non-blocking fat tree", "[step_program]") {
+  const SymmetricFabricTimer t(fabric(2, 8, 50.0));
+  // per-peer 1e6 B: intra 7e6 B / 337.5 GB/s = 20.7 us, inter 8e6 B / 50 GB/s = 160 us, + 10 us
+  CHECK(t.time_ns({StepCollective::all_to_all, 16'000'000, 1'000'000}) == 170'000);
+  const SymmetricFabricTimer one(fabric(1, 8, 50.0));
+  CHECK(one.time_ns({StepCollective::all_to_all, 8'000'000, 1'000'000}) == Approx(7e6 / 337.5e9 * 1e9 + 5000).margin(1));
+  // pinned algbw: size / algbw
+  auto pinned = fabric(2, 4, 50.0);
+  pinned.alltoall_algbw_GBps = 25.0;
+  CHECK(SymmetricFabricTimer(pinned).time_ns({StepCollective::all_to_all, 1'000'000'000, 1}) == 40'000'000);
+  // oversubscription only matters for flows that leave the leaf: 4 nodes on 2-node leaves (rail)
+  auto over = fabric(4, 8, 50.0);
+  over.nodes_per_leaf = 2;
+  over.oversubscription = 4.0;
+  const SymmetricFabricTimer o(over);
+  CHECK(o.leaf_exit_fraction() == Approx(1.0 - 1.0 / 24.0));
+  CHECK(o.time_ns({StepCollective::all_to_all, 32'000'000, 1'000'000}) ==
+        Approx(24e6 / 50e9 * 4.0 * (23.0 / 24.0) * 1e9 + 10'000).margin(1));
+  // a ring all-gather of 1 MB pieces over 16 ranks crossing nodes: 15 x (1e6 / 50e9 + 10 us)
+  CHECK(t.time_ns({StepCollective::all_gather, 1'000'000, 1'000'000}) == 15 * (20'000 + 10'000));
+}
+
+TEST_CASE("optimizer step: payload equals the plan's, streams never overlap themselves", "[step_program]") {
+  const auto model = h100();
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    const auto plan = seed_plan(8, scope);
+    const auto r = simulate_optimizer_step(plan, model, SymmetricFabricTimer(fabric(2, 4, 19.0)));
+    CHECK(r.a2a_bytes == plan.a2a_payload_bytes);
+    CHECK(r.allgather_bytes == plan.norms_allgather_bytes);
+    CHECK(r.collectives == plan.collectives);
+    CHECK(r.gpu_busy_ns == r.ns_gemm_ns + r.non_gemm_ns);
+    CHECK(r.wall_ns >= r.gpu_busy_ns);
+    CHECK(r.wall_ns >= r.comm_ns);
+    CHECK(r.exposed_comm_ns <= r.comm_ns);
+    CHECK(r.exposed_comm_ns >= r.wall_ns - r.gpu_busy_ns - 1);  // all GPU idle time waits on a collective
+    for (auto stream : {StreamKind::compute, StreamKind::collective}) {
+      DurationNs end = 0;
+      for (const auto& e : r.events) {
+        if (e.stream != stream) continue;
+        CHECK(e.start_ns >= end);
+        end = e.start_ns + e.duration_ns;
+      }
+    }
+  }
+}
+
+TEST_CASE("optimizer step: a phase's kernels follow the task's previous collective", "[step_program]") {
+  const auto plan = seed_plan(8, opt::Scope::global_capped);
+  const auto r = simulate_optimizer_step(plan, h100(), SymmetricFabricTimer(fabric(2, 4, 19.0)));
+  for (const auto& k : r.events) {
+    if (k.stream != StreamKind::compute || k.phase == 0) continue;
+    for (const auto& c : r.events) {
+      if (c.stream == StreamKind::collective && c.task == k.task && c.phase == k.phase - 1) {
+        CHECK(k.start_ns >= c.start_ns + c.duration_ns);
+      }
+    }
+  }
+}
+
+TEST_CASE("more bandwidth never makes the optimizer step slower", "[step_program]") {
+  const auto model = h100();
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    for (std::int64_t nodes : {1, 2, 8, 32}) {
+      const auto plan = seed_plan(nodes * 8, scope);
+      DurationNs previous = std::numeric_limits<DurationNs>::max();
+      for (double nic : {5.0, 12.5, 25.0, 50.0, 100.0, 400.0}) {
+        const auto r = simulate_optimizer_step(plan, model, SymmetricFabricTimer(fabric(static_cast<int>(nodes), 8, nic)));
+        CHECK(r.wall_ns <= previous);
+        previous = r.wall_ns;
+      }
+    }
+  }
+}
+
+TEST_CASE("host launch cost puts launches on the critical path", "[step_program]") {
+  const auto plan = seed_plan(4, opt::Scope::global_capped);
+  const auto model = h100();
+  const SymmetricFabricTimer timer(fabric(1, 4, 50.0));
+  const auto hidden = simulate_optimizer_step(plan, model, timer);
+  StepProgramOptions slow;
+  slow.host_launch_us = 1000.0;  // 1 ms per launch: the host is the bottleneck
+  const auto synced = simulate_optimizer_step(plan, model, timer, slow);
+  CHECK(synced.wall_ns >= static_cast<DurationNs>(synced.launches) * 1'000'000);
+  CHECK(synced.wall_ns > hidden.wall_ns);
+  CHECK(synced.gpu_busy_ns == hidden.gpu_busy_ns);
+}
