@@ -1,0 +1,84 @@
+#pragma once
+// What-if studies: a training step predicted for one configuration (model, optimizer, scope,
+// fraction, capacity factor, nodes × GPUs, fabric, GPU, fwd/bwd), and the sweep over their
+// cross product. One configuration = forward/backward with FSDP2 (training_model.hpp), then the
+// optimizer step of the plan on two streams per rank (step_program.hpp); all ranks of a uniform
+// plan behave alike, so one rank's timeline is simulated and stands for every rank.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "optimizer/inventory.hpp"
+#include "optimizer/plan.hpp"
+#include "sim/kernel_model.hpp"
+#include "sim/step_collectives.hpp"
+#include "sim/step_program.hpp"
+#include "sim/training_model.hpp"
+
+namespace dionsim::sim {
+
+// One configuration. `fabric.nodes` and `fabric.gpus_per_node` are this configuration's.
+struct WhatifConfig {
+  std::string model;
+  opt::OptimizerKind optimizer = opt::OptimizerKind::nordion2;
+  opt::NsKind ns = opt::NsKind::gram;
+  opt::Scope scope = opt::Scope::global;
+  double fraction = 0.25;
+  std::optional<double> capacity_factor;  // global_capped only; nullopt = auto
+  StepFabric fabric;
+  std::string hardware;                   // GPU preset or calibration name (for output)
+  std::string calibration;                // calibration file ("" = none), for the record
+  std::optional<double> fwd_bwd_ms;
+  std::optional<double> mfu;
+  std::int64_t tokens_per_gpu = 16384;
+  double host_launch_us = 0.0;
+  [[nodiscard]] std::int64_t world() const {
+    return static_cast<std::int64_t>(fabric.nodes) * fabric.gpus_per_node;
+  }
+};
+
+// The canonical JSON of a configuration: what the DB hashes and --json echoes.
+[[nodiscard]] nlohmann::json to_json(const WhatifConfig& config);
+
+// The sweep: every list is one axis of the cross product.
+struct WhatifStudy {
+  WhatifConfig base;                           // model, optimizer, ns, hardware, fwd/bwd, …
+  std::vector<opt::Scope> scopes;
+  std::vector<double> fractions;
+  std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only
+  std::vector<std::int64_t> nodes;
+  std::vector<StepFabric> fabrics;             // nodes filled per configuration
+};
+// Validates every axis and value before anything runs (UsageError naming the flag: an empty
+// axis, a fraction outside (0, 1], a capacity factor < 1, a world that the fabric cannot hold …)
+// and returns the configurations in table order (fabric, scope, fraction, capacity, nodes).
+// Scopes other than global_capped take no capacity factor, so they appear once per fraction.
+[[nodiscard]] std::vector<WhatifConfig> expand(const WhatifStudy& study);
+
+struct WhatifResult {
+  WhatifConfig config;
+  opt::Plan plan;
+  OptimizerStepResult opt;
+  FwdBwdResult fwd_bwd;
+  DurationNs step_wall_ns = 0;
+  DurationNs exposed_comm_ns = 0;  // FSDP beyond the compute + optimizer collectives the GPU waits on
+  double mfu_pct = 0.0;
+  std::optional<double> deferral_pct;  // predicted (spec §4.12), packed global_capped groups only
+  std::int64_t params = 0;
+};
+
+// The metrics of a result as flat JSON (the --json keys, also stored in the DB).
+[[nodiscard]] nlohmann::json metrics_json(const WhatifResult& result);
+
+// Runs one configuration. The inventory must be the config's model.
+[[nodiscard]] WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory,
+                                      const KernelModel& kernels);
+
+// Expected deferred fraction of the winners of one packed group (spec §4.12: hypergeometric
+// winner scatter, normal approximation); 0 for other paths.
+[[nodiscard]] double predicted_deferral_fraction(const opt::GroupPlan& group, double fraction, std::int64_t world);
+
+}  // namespace dionsim::sim

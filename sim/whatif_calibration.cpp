@@ -1,0 +1,99 @@
+#include "sim/whatif_calibration.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+namespace {
+
+double positive(const nlohmann::json& j, const std::string& where, const std::string& key, double max = 1e300) {
+  if (!j.is_number() || !(j.get<double>() > 0.0) || j.get<double>() > max) {
+    throw_bad_input(where, key, j.dump(), max < 1e300 ? "a number in (0, " + std::to_string(max) + "]" : "a positive number");
+  }
+  return j.get<double>();
+}
+
+}  // namespace
+
+KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where, const Hardware& base) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_bad_input(where, "json", e.what(), "a JSON object");
+  }
+  if (!doc.is_object()) {
+    throw_bad_input(where, "document", doc.type_name(), "a JSON object");
+  }
+  if (!doc.contains("schema") || doc["schema"] != kKernelCalibrationSchema) {
+    throw_bad_input(where, "schema", doc.contains("schema") ? doc["schema"].dump() : "(missing)",
+                    std::string("'") + kKernelCalibrationSchema + "' (a kernel calibration for dionsim whatif)");
+  }
+  static const std::set<std::string> known{"schema", "name", "hardware", "peak_bf16_TFLOPs", "hbm_GBps",
+                                           "hbm_efficiency", "launch_gap_us", "gemm_efficiency_scale",
+                                           "hbm_efficiency_by_kernel", "kernel_times", "notes"};
+  for (const auto& [key, value] : doc.items()) {
+    if (!known.count(key)) {
+      throw_bad_input(where, key, value.dump(), "one of the keys of the calibration schema (unknown key)");
+    }
+  }
+  Hardware hw = base;
+  if (doc.contains("hardware")) {
+    if (!doc["hardware"].is_string()) throw_bad_input(where, "hardware", doc["hardware"].dump(), "a preset name");
+    hw = hardware_preset(doc["hardware"].get<std::string>(), where + ": hardware");
+  }
+  if (doc.contains("peak_bf16_TFLOPs")) hw.peak_bf16_TFLOPs = positive(doc["peak_bf16_TFLOPs"], where, "peak_bf16_TFLOPs");
+  if (doc.contains("hbm_GBps")) hw.hbm_GBps = positive(doc["hbm_GBps"], where, "hbm_GBps");
+  if (doc.contains("hbm_efficiency")) hw.hbm_efficiency = positive(doc["hbm_efficiency"], where, "hbm_efficiency", 1.0);
+  if (doc.contains("launch_gap_us")) {
+    const auto& j = doc["launch_gap_us"];
+    if (!j.is_number() || !(j.get<double>() >= 0.0)) throw_bad_input(where, "launch_gap_us", j.dump(), "a number >= 0");
+    hw.launch_gap_us = j.get<double>();
+  }
+  KernelCalibration cal;
+  cal.name = doc.value("name", where);
+  cal.config = default_kernel_model_config(hw);
+  if (doc.contains("gemm_efficiency_scale")) {
+    cal.config.gemm_efficiency_scale = positive(doc["gemm_efficiency_scale"], where, "gemm_efficiency_scale");
+  }
+  if (doc.contains("hbm_efficiency_by_kernel")) {
+    const auto& m = doc["hbm_efficiency_by_kernel"];
+    if (!m.is_object()) throw_bad_input(where, "hbm_efficiency_by_kernel", m.dump(), "an object {kernel: efficiency}");
+    for (const auto& [kernel, eff] : m.items()) {
+      cal.config.hbm_efficiency_by_kernel[kernel] = positive(eff, where, "hbm_efficiency_by_kernel." + kernel, 1.0);
+    }
+  }
+  if (doc.contains("kernel_times")) {
+    const auto& list = doc["kernel_times"];
+    if (!list.is_array()) throw_bad_input(where, "kernel_times", list.dump(), "an array of {kernel, size, time_us}");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const auto& e = list[i];
+      const std::string key = "kernel_times[" + std::to_string(i) + "]";
+      if (!e.is_object() || !e.contains("kernel") || !e["kernel"].is_string() || e.size() != 3 ||
+          !e.contains("size") || !e.contains("time_us")) {
+        throw_bad_input(where, key, e.dump(), "{\"kernel\": name, \"size\": FLOPs or bytes, \"time_us\": t}");
+      }
+      const double size = positive(e["size"], where, key + ".size");
+      const double us = positive(e["time_us"], where, key + ".time_us");
+      cal.measured.add(e["kernel"].get<std::string>(), size, std::llround(us * 1e3));
+    }
+  }
+  return cal;
+}
+
+KernelCalibration load_kernel_calibration(const std::string& path, const Hardware& base) {
+  std::ifstream in(path);
+  if (!in) {
+    throw IoError(path + ": cannot open the calibration file");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_kernel_calibration(ss.str(), path, base);
+}
+
+}  // namespace dionsim::sim
