@@ -1,0 +1,140 @@
+#include "topologies/topology_file.hpp"
+
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/error.hpp"
+
+namespace dionsim::topo {
+namespace {
+
+std::string where(const std::string& source, const toml::node& node) {
+  return source + ":" + std::to_string(node.source().begin.line);
+}
+
+std::string text_of(const toml::node& node) {
+  std::ostringstream s;
+  if (const auto* str = node.as_string()) {
+    s << str->get();
+  } else {
+    node.visit([&s](const auto& v) { s << v; });
+  }
+  return s.str();
+}
+
+double number(const std::string& source, const std::string& key, const toml::node& node) {
+  if (const auto* v = node.as_floating_point()) return v->get();
+  if (const auto* v = node.as_integer()) return static_cast<double>(v->get());
+  throw_bad_input(where(source, node), key, text_of(node), "a number");
+}
+
+int integer(const std::string& source, const std::string& key, const toml::node& node) {
+  if (const auto* v = node.as_integer(); v != nullptr && v->get() >= 1 && v->get() <= 1'000'000) {
+    return static_cast<int>(v->get());
+  }
+  throw_bad_input(where(source, node), key, text_of(node), "an integer >= 1");
+}
+
+std::string string(const std::string& source, const std::string& key, const toml::node& node) {
+  if (const auto* v = node.as_string()) return v->get();
+  throw_bad_input(where(source, node), key, text_of(node), "a string");
+}
+
+}  // namespace
+
+TopologyFile parse_topology(const std::string& text, const std::string& source) {
+  toml::table root;
+  try {
+    root = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    throw InputError(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  TopologyFile out;
+  // `base` first, so that the other keys override the preset whatever their order in the file.
+  if (const toml::node* base = root.get("base")) {
+    const std::string name = string(source, "base", *base);
+    try {
+      out.spec = preset(name);
+    } catch (const UsageError&) {
+      std::string known;
+      for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+      throw_bad_input(where(source, *base), "base", name, "one of " + known);
+    }
+  }
+  out.spec.name = source;
+
+  std::map<std::string, const toml::node*> seen;
+  for (const auto& [key, node] : root) seen[std::string(key.str())] = &node;
+
+  // Every key with what it sets; a value is checked where it is read so the error has its line.
+  FabricSpec& s = out.spec;
+  const auto positive = [&](const std::string& key, const toml::node& n, double& field, bool fraction) {
+    const double v = number(source, key, n);
+    const bool ok = fraction ? (v > 0 && v <= 1) : v > 0;
+    if (!ok) throw_bad_input(where(source, n), key, text_of(n), fraction ? "a number in (0, 1]" : "a positive number");
+    field = v;
+  };
+  const auto nonnegative = [&](const std::string& key, const toml::node& n, double& field) {
+    const double v = number(source, key, n);
+    if (!(v >= 0)) throw_bad_input(where(source, n), key, text_of(n), "a number >= 0");
+    field = v;
+  };
+  for (const auto& [key, node] : seen) {
+    const toml::node& n = *node;
+    if (key == "base") {
+      continue;
+    } else if (key == "name") {
+      s.name = string(source, key, n);
+    } else if (key == "gpus_per_node") {
+      out.gpus_per_node = integer(source, key, n);
+    } else if (key == "nvlink_GBps") {
+      positive(key, n, s.nvlink_GBps, false);
+    } else if (key == "nic_GBps") {
+      positive(key, n, s.nic_GBps, false);
+    } else if (key == "nvlink_efficiency") {
+      positive(key, n, s.nvlink_efficiency, true);
+    } else if (key == "nic_efficiency") {
+      positive(key, n, s.nic_efficiency, true);
+    } else if (key == "nvlink_latency_us") {
+      nonnegative(key, n, s.nvlink_latency_us);
+    } else if (key == "nic_latency_us") {
+      nonnegative(key, n, s.nic_latency_us);
+    } else if (key == "leaf_radix") {
+      s.leaf_radix = integer(source, key, n);
+    } else if (key == "oversubscription") {
+      const double v = number(source, key, n);
+      if (!(v >= 1)) throw_bad_input(where(source, n), key, text_of(n), "a number >= 1 (1 = non-blocking)");
+      s.oversubscription = v;
+    } else if (key == "layout") {
+      const std::string v = string(source, key, n);
+      if (v == "rail") {
+        s.layout = Layout::rail;
+      } else if (v == "node") {
+        s.layout = Layout::node;
+      } else {
+        throw_bad_input(where(source, n), key, v, "'rail' or 'node'");
+      }
+    } else {
+      throw_bad_input(where(source, n), key, text_of(n),
+                      "no such key (known: base, name, gpus_per_node, nvlink_GBps, nvlink_latency_us, "
+                      "nvlink_efficiency, nic_GBps, nic_latency_us, nic_efficiency, layout, leaf_radix, "
+                      "oversubscription)");
+    }
+  }
+  // Without a base every bandwidth must be given.
+  if (s.nvlink_GBps <= 0) throw_bad_input(source, "nvlink_GBps", "(missing)", "a positive number (or a 'base' preset)");
+  if (s.nic_GBps <= 0) throw_bad_input(source, "nic_GBps", "(missing)", "a positive number (or a 'base' preset)");
+  return out;
+}
+
+TopologyFile load_topology_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path + ": cannot open topology file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_topology(text.str(), path);
+}
+
+}  // namespace dionsim::topo
