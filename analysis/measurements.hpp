@@ -1,0 +1,127 @@
+#pragma once
+// Readers for the measured inputs in ../shared/data: the long-form measurement CSV
+// (seed-measurements.csv: one metric per row) and the H200 anchor table (h200-anchors.csv: GEMM
+// throughput, NCCL bus bandwidth, reference optimizer step times). Both are validated completely
+// before anything uses them; every error names `file:line: column`.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dionsim::analysis {
+
+// ---- measurement CSV ----------------------------------------------------------------------------
+
+// Columns, in the order of DESIGN.md "Measurement CSV" (any order is accepted when reading).
+[[nodiscard]] const std::vector<std::string>& measurement_columns();
+
+// A metric the CSV may carry and the unit it must be given in.
+struct MetricInfo {
+  std::string_view name;
+  std::string_view unit;
+  std::string_view meaning;
+};
+[[nodiscard]] const std::vector<MetricInfo>& known_metrics();
+[[nodiscard]] const MetricInfo* find_metric(std::string_view name);
+
+// Everything that identifies one measured configuration (all columns except metric/value/unit/notes).
+struct MeasurementConfig {
+  std::string source;
+  std::string run;
+  std::string hardware;
+  int gpus_per_node = 0;
+  int nodes = 0;
+  int world = 0;  // = gpus_per_node · nodes (checked)
+  std::string model;
+  std::string optimizer;  // "dion2" | "nordion2" (lower-cased)
+  std::string ns;         // Newton–Schulz variant as written ("gram", "gram+triton", …)
+  std::string scope;      // local | global | global_capped
+  double fraction = 0;    // (0, 1]
+  std::optional<double> capacity_factor;  // nullopt = "auto"
+
+  [[nodiscard]] std::string label() const;  // "run/model/optimizer/scope/f=0.25/w=8"
+  auto operator<=>(const MeasurementConfig&) const = default;
+};
+
+struct MeasurementRow {
+  MeasurementConfig config;
+  std::string metric;
+  double value = 0;
+  std::string unit;
+  std::string notes;
+  int line = 0;  // 1-based line in the file (header = 1)
+};
+
+// Reads and validates the whole file. InputError on a missing or unknown column, an unknown
+// metric, a unit that does not match the metric, a non-numeric or out-of-range value, a world
+// that is not gpus_per_node · nodes, or a metric given twice for one configuration.
+[[nodiscard]] std::vector<MeasurementRow> read_measurement_csv(const std::filesystem::path& path);
+[[nodiscard]] std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const std::string& source);
+
+// One configuration with all its metrics (name → value in the metric's unit).
+struct MeasuredConfiguration {
+  MeasurementConfig config;
+  std::map<std::string, double> metrics;
+  std::string notes;  // of its first row
+  int first_line = 0;
+};
+// Groups rows by their full configuration (ns included), in order of first appearance.
+[[nodiscard]] std::vector<MeasuredConfiguration> group_configurations(const std::vector<MeasurementRow>& rows);
+
+// ---- H200 anchors -------------------------------------------------------------------------------
+
+struct GemmAnchor {
+  std::int64_t m = 0, n = 0, k = 0;  // shape as written "MxNxK"
+  double tflops = 0;                 // measured bf16 TFLOP/s
+  int line = 0;
+  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  [[nodiscard]] double time_us() const { return flops() / (tflops * 1e12) * 1e6; }
+};
+
+// nccl-tests conventions: size = bytes per rank, busbw = algbw · (n−1)/n, algbw = size / time.
+struct CollectiveAnchor {
+  std::string op;  // all_to_all | all_gather
+  int world = 0;
+  std::int64_t bytes = 0;
+  double busbw_GBps = 0;
+  int line = 0;
+  [[nodiscard]] double algbw_GBps() const { return busbw_GBps * world / (world - 1.0); }
+  [[nodiscard]] double time_us() const { return static_cast<double>(bytes) / (algbw_GBps() * 1e9) * 1e6; }
+};
+
+struct ReferenceStepAnchor {
+  std::string optimizer;  // dion2 | nordion2
+  int world = 0;
+  std::string model;
+  std::string scope;
+  double fraction = 0;
+  double opt_step_ms = 0;
+  bool compiled = false;  // torch.compile on (from the notes: "(compiled…" vs "(eager…")
+  std::string notes;
+  int line = 0;
+};
+
+struct Anchors {
+  std::vector<GemmAnchor> gemm;
+  std::vector<CollectiveAnchor> collectives;
+  std::vector<ReferenceStepAnchor> reference_steps;
+  std::vector<std::string> notes;  // rows without a value (documented failures)
+};
+
+[[nodiscard]] Anchors read_anchors_csv(const std::filesystem::path& path);
+[[nodiscard]] Anchors parse_anchors_csv(const std::string& text, const std::string& source);
+
+// ---- CSV primitive ------------------------------------------------------------------------------
+
+// RFC 4180 records: commas, double-quoted fields with "" escapes and embedded newlines; CRLF or LF.
+// Each record carries the line it starts on. An unterminated quote is an InputError.
+struct CsvRecord {
+  std::vector<std::string> fields;
+  int line = 0;
+};
+[[nodiscard]] std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& source);
+
+}  // namespace dionsim::analysis
