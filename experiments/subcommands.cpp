@@ -7,10 +7,12 @@ namespace dionsim::cli {
 // Declared here, defined one per file (cmd_<name>.cpp).
 // (entries are added as the subcommands land)
 int run_plan(std::span<const std::string> args);
+int run_whatif(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 1> table{{
+  static constexpr std::array<Subcommand, 2> table{{
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
+      {"whatif", "predicted training step per configuration of a sweep (scope, fraction, nodes, fabric)", run_whatif},
   }};
   return table;
 }

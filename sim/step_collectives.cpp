@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "common/error.hpp"
+#include "sim/collectives.hpp"
 
 namespace dionsim::sim {
 
@@ -90,6 +91,66 @@ DurationNs SymmetricFabricTimer::time_ns(const CollectiveRequest& r) const {
     }
   }
   return std::llround(seconds * 1e9);
+}
+
+StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                       std::optional<double> alltoall_algbw_GBps) {
+  StepFabric f;
+  f.name = spec.name;
+  f.nodes = nodes;
+  f.gpus_per_node = gpus_per_node;
+  f.nvlink_GBps = spec.nvlink_GBps * spec.nvlink_efficiency;
+  f.nvlink_latency_us = spec.nvlink_latency_us;
+  f.nic_GBps = spec.nic_GBps * spec.nic_efficiency;
+  f.nic_latency_us = spec.nic_latency_us;
+  f.rail_layout = spec.layout == topo::Layout::rail;
+  f.nodes_per_leaf = f.rail_layout ? spec.leaf_radix : std::max(1, spec.leaf_radix / gpus_per_node);
+  f.oversubscription = spec.oversubscription;
+  f.alltoall_algbw_GBps = alltoall_algbw_GBps;
+  return f;
+}
+
+FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                                             std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks)
+    : topology_(spec, nodes, gpus_per_node),
+      closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
+      use_engine_(topology_.symmetric() || topology_.ranks() <= exact_limit_ranks) {}
+
+DurationNs FabricCollectiveTimer::time_ns(const CollectiveRequest& r) const {
+  const int w = topology_.ranks();
+  if (w <= 1 || r.bytes_sent <= 0) {
+    return 0;
+  }
+  if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
+    return closed_form_.time_ns(r);  // pinned to the measured algbw
+  }
+  if (!use_engine_) {
+    return closed_form_.time_ns(r);
+  }
+  CollectiveSpec spec;
+  spec.algorithm = Algorithm::direct;
+  switch (r.kind) {
+    case StepCollective::all_to_all:
+      spec.op = CollectiveOp::alltoall;
+      spec.bytes = r.bytes_sent;  // nccl-tests size: what one rank sends, self-chunk included
+      break;
+    case StepCollective::all_gather:
+      spec.op = CollectiveOp::allgather;
+      spec.bytes = r.bytes_sent * w;  // the gathered output
+      break;
+    case StepCollective::reduce_scatter:
+      spec.op = CollectiveOp::reducescatter;
+      spec.bytes = r.bytes_sent;  // the input
+      break;
+  }
+  const auto key = std::make_pair(static_cast<int>(r.kind), spec.bytes);
+  if (const auto it = cache_.find(key); it != cache_.end()) {
+    return it->second;
+  }
+  const auto result = simulate_collective(topology_, spec, Mode::fast);
+  const DurationNs ns = (result.time.count_ps() + 999) / 1000;  // round up: never early
+  cache_.emplace(key, ns);
+  return ns;
 }
 
 }  // namespace dionsim::sim

@@ -25,7 +25,12 @@
 #include <optional>
 #include <string>
 
+#include <map>
+#include <memory>
+#include <utility>
+
 #include "sim/kernel_model.hpp"
+#include "topologies/topology.hpp"
 
 namespace dionsim::sim {
 
@@ -71,6 +76,30 @@ class SymmetricFabricTimer final : public CollectiveTimer {
 
  private:
   StepFabric fabric_;
+};
+
+// The StepFabric of a topologies/ FabricSpec at a size (effective bandwidths = nominal × efficiency).
+[[nodiscard]] StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                                     std::optional<double> alltoall_algbw_GBps = std::nullopt);
+
+// The collective simulated on the engine (sim/collectives.hpp) on the topology, alone on the
+// fabric: flows over the real links with max-min sharing, in the symmetric fast mode. All-gather
+// and reduce-scatter run as direct collectives (NCCL's ring moves the same bytes per link on a
+// non-blocking fabric; direct keeps the fast path, which rings do not have). A fabric the fast
+// path cannot use (leaves with unequal node counts) at more than `exact_limit_ranks` ranks falls
+// back to the closed form above. Results are cached per (kind, bytes).
+class FabricCollectiveTimer final : public CollectiveTimer {
+ public:
+  FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                        std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks = 256);
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
+  [[nodiscard]] bool uses_engine() const { return use_engine_; }
+
+ private:
+  topo::Topology topology_;
+  SymmetricFabricTimer closed_form_;
+  bool use_engine_ = true;
+  mutable std::map<std::pair<int, std::int64_t>, DurationNs> cache_;
 };
 
 }  // namespace dionsim::sim

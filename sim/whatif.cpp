@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "topologies/topology_file.hpp"
 
 namespace dionsim::sim {
 
@@ -33,6 +34,7 @@ void check_axis(bool empty, const char* flag) {
 
 nlohmann::json to_json(const WhatifConfig& c) {
   const auto& f = c.fabric;
+  const double nvlink = f.nvlink_GBps * f.nvlink_efficiency, nic = f.nic_GBps * f.nic_efficiency;
   return {
       {"model", c.model},
       {"optimizer", std::string(opt::to_string(c.optimizer))},
@@ -42,18 +44,18 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"capacity_factor", c.scope == opt::Scope::global_capped
                               ? (c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json("auto"))
                               : nlohmann::json(nullptr)},
-      {"nodes", f.nodes},
-      {"gpus_per_node", f.gpus_per_node},
+      {"nodes", c.nodes},
+      {"gpus_per_node", c.gpus_per_node},
       {"world", c.world()},
       {"fabric", f.name},
-      {"nvlink_GBps", f.nvlink_GBps},
+      {"nvlink_effective_GBps", nvlink},
       {"nvlink_latency_us", f.nvlink_latency_us},
-      {"nic_GBps", f.nic_GBps},
+      {"nic_effective_GBps", nic},
       {"nic_latency_us", f.nic_latency_us},
-      {"nodes_per_leaf", f.nodes_per_leaf},
-      {"rail_layout", f.rail_layout},
+      {"layout", topo::to_string(f.layout)},
+      {"leaf_radix", f.leaf_radix},
       {"oversubscription", f.oversubscription},
-      {"alltoall_algbw_GBps", optional_number(f.alltoall_algbw_GBps)},
+      {"alltoall_algbw_GBps", optional_number(c.alltoall_algbw_GBps)},
       {"hardware", c.hardware},
       {"calibration", c.calibration},
       {"fwd_bwd_ms", optional_number(c.fwd_bwd_ms)},
@@ -78,7 +80,7 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   for (auto n : s.nodes) {
     if (n < 1 || n > 1'000'000) throw_bad_usage("--nodes", std::to_string(n), "an integer in [1, 1000000]");
   }
-  const int gpn = s.base.fabric.gpus_per_node;
+  const int gpn = s.base.gpus_per_node;
   if (gpn < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpn), "a positive integer");
   if (s.base.tokens_per_gpu < 1) {
     throw_bad_usage("--tokens-per-gpu", std::to_string(s.base.tokens_per_gpu), "a positive integer");
@@ -88,6 +90,15 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   }
   if (!(s.base.host_launch_us >= 0.0)) {
     throw_bad_usage("--host-launch-us", shortest(s.base.host_launch_us), "a number >= 0");
+  }
+  if (s.base.alltoall_algbw_GBps && !(*s.base.alltoall_algbw_GBps > 0.0)) {
+    throw_bad_usage("--alltoall-algbw-GBps", shortest(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
+  }
+  for (const auto& fabric : s.fabrics) {
+    topo::validate(fabric, "--fabric " + fabric.name, true);
+    // Builds the smallest topology: throws when the GPUs per node do not fit the fabric (per-node
+    // leaves need gpus_per_node to divide leaf_radix).
+    (void)topo::Topology(fabric, 1, gpn);
   }
   std::vector<WhatifConfig> out;
   for (const auto& fabric : s.fabrics) {
@@ -101,9 +112,8 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
             c.fraction = fraction;
             c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
             c.fabric = fabric;
-            c.fabric.nodes = static_cast<int>(nodes);
-            c.fabric.gpus_per_node = gpn;
-            validate(c.fabric);
+            c.nodes = static_cast<int>(nodes);
+            c.gpus_per_node = gpn;
             out.push_back(std::move(c));
           }
         }
@@ -145,7 +155,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   pc.ns = config.ns;
   r.plan = opt::make_plan(inventory, pc);
 
-  const SymmetricFabricTimer timer(config.fabric);
+  const FabricCollectiveTimer timer(config.fabric, config.nodes, config.gpus_per_node, config.alltoall_algbw_GBps);
   StepProgramOptions options;
   options.host_launch_us = config.host_launch_us;
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
@@ -205,6 +215,44 @@ nlohmann::json metrics_json(const WhatifResult& r) {
       {"opt_collectives", r.opt.collectives},
       {"params", r.params},
   };
+}
+
+topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node) {
+  const bool is_file = preset_or_file.find('/') != std::string::npos || preset_or_file.ends_with(".toml");
+  if (!is_file) {
+    return topo::preset(preset_or_file, "--fabric");
+  }
+  const auto file = topo::load_topology_file(preset_or_file);
+  if (file.gpus_per_node && *file.gpus_per_node != gpus_per_node) {
+    throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node),
+                    std::to_string(*file.gpus_per_node) + " as " + preset_or_file + " says");
+  }
+  return file.spec;
+}
+
+std::string table_header() {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-12s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s",
+                "fabric", "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%",
+                "a2a_MB", "a2a_ms", "exposed_ms", "mfu%", "defer%");
+  return buf;
+}
+
+std::string table_row(const WhatifResult& r) {
+  const auto& c = r.config;
+  const std::string cap = c.scope != opt::Scope::global_capped ? "-" : c.capacity_factor ? shortest(*c.capacity_factor) : "auto";
+  const std::string defer = r.deferral_pct ? [&] {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4f", *r.deferral_pct);
+    return std::string(b);
+  }() : "-";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-12s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
+                c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
+                static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt.wall_ns), ms(r.opt.gpu_busy_ns),
+                r.opt.gpu_idle_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.opt.a2a_ns),
+                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str());
+  return buf;
 }
 
 }  // namespace dionsim::sim

@@ -17,10 +17,11 @@
 #include "sim/step_collectives.hpp"
 #include "sim/step_program.hpp"
 #include "sim/training_model.hpp"
+#include "topologies/topology.hpp"
 
 namespace dionsim::sim {
 
-// One configuration. `fabric.nodes` and `fabric.gpus_per_node` are this configuration's.
+// One configuration.
 struct WhatifConfig {
   std::string model;
   opt::OptimizerKind optimizer = opt::OptimizerKind::nordion2;
@@ -28,7 +29,10 @@ struct WhatifConfig {
   opt::Scope scope = opt::Scope::global;
   double fraction = 0.25;
   std::optional<double> capacity_factor;  // global_capped only; nullopt = auto
-  StepFabric fabric;
+  topo::FabricSpec fabric;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls to a measured nccl-tests algbw
   std::string hardware;                   // GPU preset or calibration name (for output)
   std::string calibration;                // calibration file ("" = none), for the record
   std::optional<double> fwd_bwd_ms;
@@ -36,7 +40,7 @@ struct WhatifConfig {
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
   [[nodiscard]] std::int64_t world() const {
-    return static_cast<std::int64_t>(fabric.nodes) * fabric.gpus_per_node;
+    return static_cast<std::int64_t>(nodes) * gpus_per_node;
   }
 };
 
@@ -50,10 +54,11 @@ struct WhatifStudy {
   std::vector<double> fractions;
   std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only
   std::vector<std::int64_t> nodes;
-  std::vector<StepFabric> fabrics;             // nodes filled per configuration
+  std::vector<topo::FabricSpec> fabrics;
 };
 // Validates every axis and value before anything runs (UsageError naming the flag: an empty
-// axis, a fraction outside (0, 1], a capacity factor < 1, a world that the fabric cannot hold …)
+// axis, a fraction outside (0, 1], a capacity factor < 1, GPUs per node that do not divide the
+// fabric's leaf radix in the per-node layout, an invalid fabric …)
 // and returns the configurations in table order (fabric, scope, fraction, capacity, nodes).
 // Scopes other than global_capped take no capacity factor, so they appear once per fraction.
 [[nodiscard]] std::vector<WhatifConfig> expand(const WhatifStudy& study);
@@ -72,6 +77,14 @@ struct WhatifResult {
 
 // The metrics of a result as flat JSON (the --json keys, also stored in the DB).
 [[nodiscard]] nlohmann::json metrics_json(const WhatifResult& result);
+
+// `--fabric` value: a preset name (topologies/) or a TOML topology file; a file that names its
+// gpus_per_node must agree with `gpus_per_node`. Throws UsageError/InputError.
+[[nodiscard]] topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node);
+
+// The human table: a header line and one fixed-width row per result.
+[[nodiscard]] std::string table_header();
+[[nodiscard]] std::string table_row(const WhatifResult& result);
 
 // Runs one configuration. The inventory must be the config's model.
 [[nodiscard]] WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory,

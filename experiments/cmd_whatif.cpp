@@ -1,0 +1,123 @@
+// dionsim whatif: a predicted training step (fwd/bwd + FSDP + the optimizer step of a scope) for
+// every configuration of a sweep. Logic: sim/whatif.hpp (configurations, runs), sim/step_program.hpp,
+// sim/kernel_model.hpp, sim/training_model.hpp; traces via analysis/perfetto.hpp.
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+#include "analysis/perfetto.hpp"
+#include "common/error.hpp"
+#include "common/parse.hpp"
+#include "common/progress.hpp"
+#include "experiments/cli.hpp"
+#include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
+#include "sim/whatif_trace.hpp"
+
+namespace dionsim::cli {
+
+namespace {
+
+void write_trace(const sim::WhatifResult& r, const std::string& dir, const std::string& ranks_spec) {
+  std::filesystem::create_directories(dir);
+  analysis::TraceWriter out(std::filesystem::path(dir) / sim::trace_file_name(r.config));
+  const auto events = sim::trace_events(r);
+  for (auto rank : sim::trace_ranks(ranks_spec, r.config.world())) {
+    const int pid = static_cast<int>(rank);
+    out.process_name(pid, "rank " + std::to_string(rank));
+    for (const auto& t : sim::trace_threads()) out.thread_name(pid, t.tid, t.name);
+    for (const auto& e : events) {
+      out.complete(pid, e.tid, e.name, e.category, analysis::TracePs::from_ns(e.start_ns),
+                   analysis::TracePs::from_ns(e.duration_ns), e.args);
+    }
+  }
+  out.close();
+}
+
+}  // namespace
+
+int run_whatif(std::span<const std::string> args) {
+  Command cmd("whatif", "--model M [--scope S,..] [--fraction F,..] [--nodes N,..] [--fabric F,..] (--fwd-bwd-ms X | --mfu X)",
+              "Predicts the training step of every configuration of the sweep (cross product of the list options):\n"
+              "forward/backward with FSDP2 collectives, then the optimizer step of the scope from its plan on\n"
+              "per-rank compute and collective streams, collectives simulated on the fabric.");
+  std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped", fractions = "0.25";
+  std::string capacities = "auto", nodes = "1", fabrics = "h100-ndr400", hardware = "h100-sxm", calibration;
+  std::string trace_out, trace_ranks;
+  int gpus_per_node = 8;
+  double fwd_bwd_ms = -1, mfu = -1, algbw = -1, host_launch_us = 0;
+  std::int64_t tokens_per_gpu = 16384;
+  cmd.options().add_options()
+      ("model", po::value(&model)->required(), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2")
+      ("ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")
+      ("scope", po::value(&scopes)->default_value(scopes), "list of local, global, global_capped")
+      ("fraction", po::value(&fractions)->default_value(fractions), "list of fractions in (0, 1]")
+      ("capacity-factor", po::value(&capacities)->default_value(capacities), "list for global_capped: auto or >= 1")
+      ("nodes", po::value(&nodes)->default_value(nodes), "list of node counts (1,2,4 or 1..64)")
+      ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
+      ("fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")
+      ("alltoall-algbw-GBps", po::value(&algbw), "pin every all-to-all to this nccl-tests algbw (GB/s)")
+      ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
+      ("calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")
+      ("fwd-bwd-ms", po::value(&fwd_bwd_ms), "forward+backward compute per step, ms")
+      ("mfu", po::value(&mfu), "forward+backward MFU in (0, 1]: compute = 6·params·tokens / (peak·mfu)")
+      ("tokens-per-gpu", po::value(&tokens_per_gpu)->default_value(tokens_per_gpu), "tokens per GPU per step")
+      ("host-launch-us", po::value(&host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")
+      ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
+      ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
+  if (!cmd.parse(args)) return 0;
+  const auto& common = cmd.common();
+
+  // Options -> study, validated completely before anything runs.
+  sim::WhatifStudy study;
+  auto& base = study.base;
+  base.model = model;
+  base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
+  base.ns = opt::parse_ns(ns, "--ns");
+  base.gpus_per_node = gpus_per_node;
+  base.tokens_per_gpu = tokens_per_gpu;
+  base.host_launch_us = host_launch_us;
+  if (cmd.has("fwd-bwd-ms")) base.fwd_bwd_ms = fwd_bwd_ms;
+  if (cmd.has("mfu")) base.mfu = mfu;
+  if (cmd.has("alltoall-algbw-GBps")) base.alltoall_algbw_GBps = algbw;
+  for (const auto& s : split_list(scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
+  study.fractions = parse_double_list(fractions, "--fraction");
+  for (const auto& c : split_list(capacities, "--capacity-factor")) {
+    study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
+  }
+  study.nodes = parse_int_list(nodes, "--nodes");
+  for (const auto& f : split_list(fabrics, "--fabric")) study.fabrics.push_back(sim::resolve_fabric(f, gpus_per_node));
+  const auto inventory = opt::load_inventory(model);
+  sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
+  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}};
+  if (!calibration.empty()) cal = sim::load_kernel_calibration(calibration, hw);
+  base.hardware = cal.config.hardware.name;
+  base.calibration = calibration;
+  const sim::KernelModel kernels(cal.config, cal.measured);
+  const auto configs = sim::expand(study);
+  if (!trace_ranks.empty()) (void)sim::trace_ranks(trace_ranks, configs.front().world());
+
+  nlohmann::json rows = nlohmann::json::array();
+  if (!common.json) std::cout << sim::table_header() << '\n';
+  ProgressBar bar("whatif", static_cast<std::int64_t>(configs.size()), common.quiet);
+  for (const auto& config : configs) {
+    const auto result = sim::run_whatif(config, inventory, kernels);
+    if (!trace_out.empty()) write_trace(result, trace_out, trace_ranks);
+    if (common.json) {
+      auto row = sim::to_json(config);
+      row.update(sim::metrics_json(result));
+      rows.push_back(std::move(row));
+    } else {
+      std::cout << sim::table_row(result) << '\n' << std::flush;
+    }
+    bar.advance();
+  }
+  bar.finish();
+  if (common.json) print_json(rows);
+  return 0;
+}
+
+}  // namespace dionsim::cli
