@@ -8,6 +8,7 @@
 #include <string>
 
 #include "analysis/perfetto.hpp"
+#include "analysis/store.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "common/progress.hpp"
@@ -34,6 +35,27 @@ void write_trace(const sim::WhatifResult& r, const std::string& dir, const std::
     }
   }
   out.close();
+}
+
+// The run as the database stores it: the configuration, every metric (unit from its name's
+// suffix), and rank 0's optimizer phases (all ranks alike under the plan's symmetry).
+analysis::RunRecord record_of(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed) {
+  auto rec = analysis::RunRecord::begin("whatif", analysis::RunMode::simulated, config, seed);
+  const auto metrics = sim::metrics_json(r);
+  for (const auto& [name, value] : metrics.items()) {
+    if (!value.is_number()) continue;
+    const std::string unit = name.ends_with("_ms") ? "ms" : name.ends_with("_bytes") ? "bytes"
+                             : name.ends_with("_pct") ? "pct" : "";
+    rec.metrics.push_back({.name = name, .value = value.get<double>(), .unit = unit});
+  }
+  for (const auto& e : r.opt.events) {
+    const bool compute = e.stream == sim::StreamKind::compute;
+    rec.phases.push_back({.rank = 0, .step = 0, .megabatch = e.task, .phase = e.name,
+                          .kernel_class = compute ? e.name : "nccl_" + e.name, .start_ns = e.start_ns,
+                          .duration_ns = e.duration_ns, .bytes = e.bytes,
+                          .flops = static_cast<std::int64_t>(e.flops)});
+  }
+  return rec;
 }
 
 }  // namespace
@@ -100,14 +122,26 @@ int run_whatif(std::span<const std::string> args) {
   const auto configs = sim::expand(study);
   if (!trace_ranks.empty()) (void)sim::trace_ranks(trace_ranks, configs.front().world());
 
+  std::optional<analysis::Database> db;
+  if (!common.db.empty()) db = analysis::Database::open(common.db);
   nlohmann::json rows = nlohmann::json::array();
+  std::int64_t skipped = 0;
   if (!common.json) std::cout << sim::table_header() << '\n';
   ProgressBar bar("whatif", static_cast<std::int64_t>(configs.size()), common.quiet);
   for (const auto& config : configs) {
+    const auto config_json = sim::to_json(config);
+    const auto hash = analysis::config_hash(config_json);
+    if (db && !common.force && db->has_run("whatif", hash)) {
+      ++skipped;  // a re-run resumes: stored configurations are not simulated again
+      bar.advance();
+      continue;
+    }
     const auto result = sim::run_whatif(config, inventory, kernels);
+    if (db) db->store(record_of(result, config_json, common.seed), common.force ? analysis::OnExisting::replace
+                                                                                : analysis::OnExisting::keep);
     if (!trace_out.empty()) write_trace(result, trace_out, trace_ranks);
     if (common.json) {
-      auto row = sim::to_json(config);
+      auto row = config_json;
       row.update(sim::metrics_json(result));
       rows.push_back(std::move(row));
     } else {
@@ -116,6 +150,10 @@ int run_whatif(std::span<const std::string> args) {
     bar.advance();
   }
   bar.finish();
+  if (skipped > 0) {
+    log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already in " +
+                    common.db + " (skipped; --force re-runs them)");
+  }
   if (common.json) print_json(rows);
   return 0;
 }
