@@ -67,7 +67,7 @@ int run_whatif(std::span<const std::string> args) {
               "per-rank compute and collective streams, collectives simulated on the fabric.");
   std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped", fractions = "0.25";
   std::string capacities = "auto", nodes = "1", fabrics = "h100-ndr400", hardware = "h100-sxm", calibration;
-  std::string trace_out, trace_ranks;
+  std::string trace_out, trace_ranks, nic_list;
   int gpus_per_node = 8;
   double fwd_bwd_ms = -1, mfu = -1, algbw = -1, host_launch_us = 0;
   std::int64_t tokens_per_gpu = 16384;
@@ -81,6 +81,7 @@ int run_whatif(std::span<const std::string> args) {
       ("nodes", po::value(&nodes)->default_value(nodes), "list of node counts (1,2,4 or 1..64)")
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
       ("fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")
+      ("nic-GBps", po::value(&nic_list), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")
       ("alltoall-algbw-GBps", po::value(&algbw), "pin every all-to-all to this nccl-tests algbw (GB/s)")
       ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
       ("calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")
@@ -111,7 +112,14 @@ int run_whatif(std::span<const std::string> args) {
     study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
   }
   study.nodes = parse_int_list(nodes, "--nodes");
-  for (const auto& f : split_list(fabrics, "--fabric")) study.fabrics.push_back(sim::resolve_fabric(f, gpus_per_node));
+  for (const auto& f : split_list(fabrics, "--fabric")) {
+    const auto spec = sim::resolve_fabric(f, gpus_per_node);
+    if (nic_list.empty()) study.fabrics.push_back(spec);
+    for (double nic : nic_list.empty() ? std::vector<double>{} : parse_double_list(nic_list, "--nic-GBps")) {
+      study.fabrics.push_back(spec);
+      study.fabrics.back().nic_GBps = nic;  // validated with the fabric by sim::expand
+    }
+  }
   const auto inventory = opt::load_inventory(model);
   sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
   sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}};
