@@ -46,16 +46,31 @@ analysis::RunRecord record_of(const sim::WhatifResult& r, const nlohmann::json& 
     if (!value.is_number()) continue;
     const std::string unit = name.ends_with("_ms") ? "ms" : name.ends_with("_bytes") ? "bytes"
                              : name.ends_with("_pct") ? "pct" : "";
-    rec.metrics.push_back({.name = name, .value = value.get<double>(), .unit = unit});
+    analysis::MetricRow m;
+    m.name = name;
+    m.value = value.get<double>();
+    m.unit = unit;
+    rec.metrics.push_back(std::move(m));
   }
   for (const auto& e : r.opt.events) {
     const bool compute = e.stream == sim::StreamKind::compute;
-    rec.phases.push_back({.rank = 0, .step = 0, .megabatch = e.task, .phase = e.name,
-                          .kernel_class = compute ? e.name : "nccl_" + e.name, .start_ns = e.start_ns,
-                          .duration_ns = e.duration_ns, .bytes = e.bytes,
-                          .flops = static_cast<std::int64_t>(e.flops)});
+    analysis::PhaseRow p;  // rank 0, step 0
+    p.megabatch = e.task;
+    p.phase = e.name;
+    p.kernel_class = compute ? e.name : "nccl_" + e.name;
+    p.start_ns = e.start_ns;
+    p.duration_ns = e.duration_ns;
+    p.bytes = e.bytes;
+    p.flops = static_cast<std::int64_t>(e.flops);
+    rec.phases.push_back(std::move(p));
   }
   return rec;
+}
+
+std::string shortest_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 }  // namespace
@@ -118,6 +133,7 @@ int run_whatif(std::span<const std::string> args) {
     for (double nic : nic_list.empty() ? std::vector<double>{} : parse_double_list(nic_list, "--nic-GBps")) {
       study.fabrics.push_back(spec);
       study.fabrics.back().nic_GBps = nic;  // validated with the fabric by sim::expand
+      study.fabrics.back().name += "@" + shortest_number(nic);
     }
   }
   const auto inventory = opt::load_inventory(model);

@@ -8,11 +8,13 @@ namespace dionsim::cli {
 // (entries are added as the subcommands land)
 int run_plan(std::span<const std::string> args);
 int run_whatif(std::span<const std::string> args);
+int run_report(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 2> table{{
+  static constexpr std::array<Subcommand, 3> table{{
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"whatif", "predicted training step per configuration of a sweep (scope, fraction, nodes, fabric)", run_whatif},
+      {"report", "tables and plots (HTML, Markdown + PNG) of the what-if runs in a database", run_report},
   }};
   return table;
 }

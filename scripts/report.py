@@ -111,12 +111,14 @@ def fabric_panels(rows):
     panels = collections.OrderedDict()
     for r in sorted(rows, key=sweep_key):
         panels.setdefault((r["fabric"], r["fraction"]), []).append(r)
-    return panels
+    # A panel needs a node sweep (bandwidth sweeps at one node count have their own plot).
+    swept = collections.OrderedDict((k, v) for k, v in panels.items() if len({r["nodes"] for r in v}) > 1)
+    return swept or panels
 
 
 def plot_vs_nodes(plt, rows, metric, ylabel, title, path):
     panels = fabric_panels(rows)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False, sharey=True)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), squeeze=False)
     for ax, ((fabric, fraction), prow) in zip(axes[0], panels.items()):
         # Only the first bandwidth of a fabric (bandwidth sweeps have their own plot).
         nic = min(r.get("nic_effective_GBps", 0) for r in prow)
@@ -128,8 +130,8 @@ def plot_vs_nodes(plt, rows, metric, ylabel, title, path):
         ax.set_xlabel("nodes")
         ax.set_title(f"{fabric} (nic {nic:.1f} GB/s), f={fraction:g}", fontsize=10)
         ax.grid(True, alpha=0.3)
-    axes[0][0].set_ylabel(ylabel)
-    axes[0][0].legend()
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=8)
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -168,17 +170,21 @@ def plot_exposed_vs_bw(plt, rows, path):
         bw_by_nodes[(r["nodes"], r["fraction"])].add(r.get("nic_effective_GBps", 0))
     (nodes, fraction), bws = max(bw_by_nodes.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
     pick = [r for r in rows if r["nodes"] == nodes and r["fraction"] == fraction]
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    for scope, pts in series(pick, "nic_effective_GBps", "exposed_comm_ms", lambda r: r["scope"]).items():
-        xs, ys = zip(*pts)
-        ax.plot(xs, ys, "o-", color=COLORS.get(scope), label=scope)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("NIC effective bandwidth per GPU (GB/s)")
-    ax.set_ylabel("exposed communication per step (ms)")
-    ax.set_title(f"exposed communication vs bandwidth ({nodes} nodes, f={fraction:g})"
-                 + ("" if len(bws) > 2 else " — only %d bandwidths in the DB" % len(bws)), fontsize=10)
-    ax.grid(True, alpha=0.3)
-    ax.legend()
+    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2))
+    for ax, metric, what in ((axes[0], "exposed_comm_ms", "whole step (FSDP + optimizer)"),
+                             (axes[1], "opt_exposed_comm_ms", "optimizer step only")):
+        for scope, pts in series(pick, "nic_effective_GBps", metric, lambda r: r["scope"]).items():
+            xs, ys = zip(*pts)
+            ax.plot(xs, ys, "o-", color=COLORS.get(scope), label=scope)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("NIC effective bandwidth per GPU (GB/s)")
+        ax.set_ylabel("exposed communication per step (ms)")
+        ax.set_title(what, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"exposed communication vs bandwidth ({nodes} nodes, f={fraction:g})"
+                 + ("" if len(bws) > 2 else " — only %d bandwidths in the DB" % len(bws)))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

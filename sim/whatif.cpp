@@ -232,7 +232,7 @@ topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_
 
 std::string table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-12s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s",
                 "fabric", "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%",
                 "a2a_MB", "a2a_ms", "exposed_ms", "mfu%", "defer%");
   return buf;
@@ -247,7 +247,7 @@ std::string table_row(const WhatifResult& r) {
     return std::string(b);
   }() : "-";
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-12s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt.wall_ns), ms(r.opt.gpu_busy_ns),
                 r.opt.gpu_idle_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.opt.a2a_ns),
