@@ -82,12 +82,13 @@ class SymmetricFabricTimer final : public CollectiveTimer {
 [[nodiscard]] StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
                                      std::optional<double> alltoall_algbw_GBps = std::nullopt);
 
-// The collective simulated on the engine (sim/collectives.hpp) on the topology, alone on the
-// fabric: flows over the real links with max-min sharing, in the symmetric fast mode. All-gather
-// and reduce-scatter run as direct collectives (NCCL's ring moves the same bytes per link on a
-// non-blocking fabric; direct keeps the fast path, which rings do not have). A fabric the fast
-// path cannot use (leaves with unequal node counts) at more than `exact_limit_ranks` ranks falls
-// back to the closed form above. Results are cached per (kind, bytes).
+// All-to-alls simulated on the engine (sim/collectives.hpp) on the topology, alone on the fabric:
+// flows over the real links with max-min sharing, in the symmetric fast mode. All-gathers and
+// reduce-scatters are NCCL rings: the closed form above, which equals the engine's ring in exact
+// mode (tests) — the engine has no fast path for rings, and a direct all-gather would be too
+// optimistic by (w−1)/(w−g) on the NIC. A fabric the fast path cannot use (leaves with unequal
+// node counts) at more than `exact_limit_ranks` ranks falls back to the closed form for
+// all-to-alls too. Results are cached per (kind, bytes).
 class FabricCollectiveTimer final : public CollectiveTimer {
  public:
   FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,

@@ -97,42 +97,44 @@ TEST_CASE("whatif: more bandwidth never makes a step slower", "[whatif]") {
 }
 
 // The property, in the form the model guarantees. Exposed communication depends on the
-// bytes *and* on what compute a scope's phase structure puts beside its collectives, so it is not
-// a function of bytes alone: two measured exceptions are documented in docs/whatif.md (one node,
-// where exposure is < 0.05 ms on a 470 ms step and global_capped pays its extra all-gather; and
-// local vs global_capped at 8-64 nodes, where local's last reverse all-to-all has no compute left
-// to hide behind while capped's pack/unpack work covers its own). What holds, and is asserted:
-//  * off-node (where the a2a is on the wire), a scope that sends at most half of global's bytes
-//    never has more exposed communication than global;
-//  * within a scope, fewer bytes (smaller capacity factor) never more exposed communication.
+// bytes, on per-message latency and on what compute a scope's phase structure puts beside its
+// collectives, so it is not a function of bytes alone (docs/whatif.md lists the measured
+// exceptions: one node, where global_capped pays its extra all-gather; local vs global_capped at
+// 8-64 nodes, where local's last reverse all-to-all has nothing left to hide behind; and
+// global_capped's norm all-gather ring at 512 ranks, latency-bound at (w-1) hops). What holds, and
+// is asserted: off-node and with latency removed (bytes are then the only cost of a collective),
+// a scope that sends at most half of global's bytes never has more exposed communication.
 TEST_CASE("whatif: on one fabric a scope sending fewer bytes never has more exposed communication", "[whatif]") {
   const auto inventory = opt::seed_5120x8();
   const auto model = h100();
   const auto bytes = [](const WhatifResult& r) { return r.plan.a2a_payload_bytes + r.plan.norms_allgather_bytes; };
+  int compared = 0;
   for (const char* fabric : {"h100-ndr400", "p5-efa"}) {
     for (int nodes : {2, 4, 8, 16, 64}) {
       for (double nic : {10.0, 50.0}) {
         auto study = seed_study();
         study.fabrics = {topo::preset(fabric)};
         study.fabrics.front().nic_GBps = nic;
+        study.fabrics.front().nic_latency_us = 0.0;
+        study.fabrics.front().nvlink_latency_us = 0.0;
         study.nodes = {nodes};
-        study.capacity_factors = {1.0, 1.05, 1.25, 1.5};
+        study.capacity_factors = {1.0, 1.25, std::nullopt};
         std::vector<WhatifResult> results;
         for (const auto& c : expand(study)) results.push_back(run_whatif(c, inventory, model));
         for (const auto& a : results) {
           for (const auto& b : results) {
+            if (b.config.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
             INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.scope) << " "
-                        << bytes(a) << " B vs " << opt::to_string(b.config.scope) << " " << bytes(b) << " B");
-            const bool vs_global = b.config.scope == opt::Scope::global && 2 * bytes(a) <= bytes(b);
-            const bool same_scope = a.config.scope == b.config.scope && bytes(a) < bytes(b);
-            if (vs_global || same_scope) {
-              CHECK(a.exposed_comm_ns <= b.exposed_comm_ns);
-            }
+                        << bytes(a) << " B vs global " << bytes(b) << " B");
+            CHECK(a.exposed_comm_ns <= b.exposed_comm_ns);
+            CHECK(a.opt.exposed_comm_ns <= b.opt.exposed_comm_ns);
+            ++compared;
           }
         }
       }
     }
   }
+  CHECK(compared >= 20 * 3);
 }
 
 TEST_CASE("whatif: a trace parses as JSON and its events nest per thread", "[whatif]") {
