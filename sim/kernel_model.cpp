@@ -17,13 +17,15 @@ namespace {
 //    sparsity* = 989.4 dense) and NVIDIA H200 datasheet (SXM: same tensor cores, 1,979 sparse =
 //    989.4 dense).
 //  * HBM: H100 SXM5 3.35 TB/s (HBM3), H200 SXM 4.8 TB/s (HBM3e), same datasheets.
-//  * hbm_efficiency 0.85 and launch_gap_us 2.0 are not measured here: they are the usual fraction
-//    of HBM peak a streaming elementwise kernel reaches and the usual back-to-back launch gap on
-//    Hopper; a calibration file overrides both (docs/whatif.md shows the fitted values).
+//  * hbm_efficiency and launch_gap_us measured on one H200 (bench/whatif/probe_hbm_launch.py,
+//    PyTorch 2.11, results in bench/whatif/h200_probe_result.csv): fp32 M += G streams at
+//    4355 GB/s = 0.907 of 4800; 2000 one-element kernels replayed from a CUDA graph take 0.93 µs
+//    each on the device. The H100 preset carries both over (same Hopper memory system and launch
+//    path; not measured on an H100). A calibration file overrides them.
 const std::vector<Hardware>& presets() {
   static const std::vector<Hardware> table{
-      {"h100-sxm", 989.4, 3350.0, 0.85, 2.0},
-      {"h200", 989.4, 4800.0, 0.85, 2.0},
+      {"h100-sxm", 989.4, 3350.0, 0.907, 0.93},
+      {"h200", 989.4, 4800.0, 0.907, 0.93},
   };
   return table;
 }

@@ -38,15 +38,17 @@ TEST_CASE("GEMM efficiency goes through the anchors and is flat beyond them", "[
 TEST_CASE("roofline: compute-bound GEMMs and memory-bound kernels", "[kernel_model]") {
   const auto hw = hardware_preset("h200", "--hardware");
   const KernelModel model(default_kernel_model_config(hw));
+  const double gap_ns = hw.launch_gap_us * 1e3, eff = hw.hbm_efficiency;
+  CHECK(eff == Approx(0.907));  // measured: bench/whatif/h200_probe_result.csv
   // One 8192^3 GEMM: 1.0995e12 FLOPs at 775.4 TFLOP/s = 1.418 ms, plus one launch gap.
   KernelQuery gemm{"ns_gemm", 2.0 * 8192.0 * 8192 * 8192, 0, 1, 8192, 8192};
-  CHECK(model.time_ns(gemm) == Approx(2.0 * 8192.0 * 8192 * 8192 / 775.4e12 * 1e9 + 2000).epsilon(1e-6));
-  // 4.8 GB of HBM traffic at 4.8 TB/s · 0.85 = 1.176 ms, plus 3 launch gaps
+  CHECK(model.time_ns(gemm) == Approx(2.0 * 8192.0 * 8192 * 8192 / 775.4e12 * 1e9 + gap_ns).epsilon(1e-6));
+  // 4.8 GB of HBM traffic at 4.8 TB/s · eff = 1 ms / eff, plus 3 launch gaps
   KernelQuery ew{"momentum_norms", 0.0, 4'800'000'000, 3, 0, 0};
-  CHECK(model.time_ns(ew) == Approx(1e6 / 0.85 + 3 * 2000).epsilon(1e-6));
+  CHECK(model.time_ns(ew) == Approx(1e6 / eff + 3 * gap_ns).epsilon(1e-6));
   // roofline is the max of both bounds
   KernelQuery both{"x_gemm", 1e9, 48'000'000'000, 0, 0, 0};
-  CHECK(model.time_ns(both) == Approx(10.0 / 0.85 * 1e6).epsilon(1e-6));
+  CHECK(model.time_ns(both) == Approx(10.0 / eff * 1e6).epsilon(1e-6));
   // H100 has less HBM bandwidth than H200: the same memory-bound kernel is slower
   const KernelModel h100(default_kernel_model_config(hardware_preset("h100-sxm", "--hardware")));
   CHECK(h100.time_ns(ew) > model.time_ns(ew));
