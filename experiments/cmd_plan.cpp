@@ -73,6 +73,10 @@ int run_plan(std::span<const std::string> args) {
       ("momentum-dtype", po::value(&momentum)->default_value(momentum), "float32 | bfloat16 (HBM bytes only)")
       ("ddp", po::bool_switch(&ddp), "unsharded parameters (DDP) instead of FSDP2 row shards");
   if (!cmd.parse(args)) return 0;
+  if (!cmd.common().db.empty()) {
+    // Recording needs the analysis/ store, which this subcommand is not wired to yet.
+    throw_bad_usage("--db", cmd.common().db, "no --db: 'plan' does not record to a database yet");
+  }
   opt::PlanConfig config;
   config.world = world;
   config.scope = opt::parse_scope(scope, "--scope");
