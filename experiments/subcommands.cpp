@@ -10,13 +10,15 @@ int run_plan(std::span<const std::string> args);
 int run_whatif(std::span<const std::string> args);
 int run_report(std::span<const std::string> args);
 int run_step(std::span<const std::string> args);
+int run_collective(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 4> table{{
+  static constexpr std::array<Subcommand, 5> table{{
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"whatif", "predicted training step per configuration of a sweep (scope, fraction, nodes, fabric)", run_whatif},
       {"report", "tables and plots (HTML, Markdown + PNG) of the what-if runs in a database", run_report},
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
+      {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
   }};
   return table;
 }

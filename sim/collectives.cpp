@@ -25,6 +25,20 @@ double bus_factor(CollectiveOp op, int ranks) {
   return static_cast<double>(ranks - 1) / ranks;
 }
 
+std::vector<std::int64_t> sweep_sizes(std::int64_t lo, std::int64_t hi, std::int64_t factor) {
+  if (lo > hi) {
+    throw UsageError("invalid sizes for 'minbytes' and 'maxbytes': " + std::to_string(lo) + " > " + std::to_string(hi));
+  }
+  if (factor < 2) throw_bad_usage("--stepfactor", std::to_string(factor), "an integer >= 2");
+  if (lo <= 0) throw_bad_usage("--minbytes", std::to_string(lo), "a size > 0 (use --bytes 0 for an empty collective)");
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t s = lo; s <= hi; s *= factor) {
+    sizes.push_back(s);
+    if (s > hi / factor) break;  // the next one would pass max (or overflow)
+  }
+  return sizes;
+}
+
 void validate_spec(const CollectiveSpec& spec, const topo::Topology& topology) {
   if (spec.bytes < 0) throw_bad_usage("--bytes", std::to_string(spec.bytes), "a size >= 0");
   if (spec.op == CollectiveOp::sendrecv) {
@@ -107,6 +121,33 @@ std::uint64_t FabricNetwork::launch(const CollectiveSpec& spec, Engine::Callback
   ring->chunk = chunk;
   ring->countdown = countdown;
   for (int r = 0; r < w; ++r) ring->step(r, 0);
+  return messages;
+}
+
+std::uint64_t FabricNetwork::launch_alltoallv(std::span<const double> bytes, Engine::Callback on_done) {
+  const int w = topology_.ranks();
+  if (bytes.size() != static_cast<std::size_t>(w) * static_cast<std::size_t>(w)) {
+    throw std::invalid_argument("FabricNetwork::launch_alltoallv: need ranks x ranks sizes");
+  }
+  std::uint64_t messages = 0;
+  for (int src = 0; src < w; ++src) {
+    for (int dst = 0; dst < w; ++dst) {
+      const double b = bytes[static_cast<std::size_t>(src) * w + dst];
+      if (!(b >= 0)) throw std::invalid_argument("FabricNetwork::launch_alltoallv: negative size");
+      if (src != dst && b > 0) ++messages;
+    }
+  }
+  if (messages == 0) {
+    engine_.after(SimTime{}, std::move(on_done));
+    return 0;
+  }
+  auto countdown = std::make_shared<Countdown>(Countdown{messages, std::move(on_done)});
+  for (int src = 0; src < w; ++src) {
+    for (int dst = 0; dst < w; ++dst) {
+      const double b = bytes[static_cast<std::size_t>(src) * w + dst];
+      if (src != dst && b > 0) send(src, dst, b, [countdown] { countdown->tick(); });
+    }
+  }
   return messages;
 }
 

@@ -14,6 +14,7 @@
 //    docs/simulator.md), and falls back to the exact path otherwise.
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,12 +63,21 @@ class FabricNetwork {
   // std::invalid_argument for a malformed spec (validate_spec first for a user-facing error).
   std::uint64_t launch(const CollectiveSpec& spec, Engine::Callback on_done);
 
+  // All-to-all with per-pair sizes (alltoallv): bytes[src * w + dst]; the diagonal is a local
+  // copy and zero entries send nothing. Exact. Returns the number of messages.
+  std::uint64_t launch_alltoallv(std::span<const double> bytes, Engine::Callback on_done);
+
  private:
   Engine& engine_;
   const topo::Topology& topology_;
   std::vector<LinkId> link_;  // topology link -> engine link
   std::vector<LinkUse> scratch_;
 };
+
+// nccl-tests' -b/-e/-f sweep: min, min*factor, ... <= max. UsageError for min > max ("invalid
+// sizes for 'minbytes' and 'maxbytes': 8 > 4"), min = 0, or factor < 2.
+[[nodiscard]] std::vector<std::int64_t> sweep_sizes(std::int64_t min_bytes, std::int64_t max_bytes,
+                                                    std::int64_t factor);
 
 // Checks a spec against a topology; throws UsageError naming the flag.
 void validate_spec(const CollectiveSpec& spec, const topo::Topology& topology);

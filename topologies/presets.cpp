@@ -10,14 +10,15 @@ namespace dionsim::topo {
 namespace {
 
 // NVLink 4 (H100/H200 SXM): 18 links x 25 GB/s = 450 GB/s per direction per GPU (NVIDIA H100
-// datasheet: "900 GB/s" bidirectional). Latency and efficiency were fitted on 2 x H200 NCCL
-// all-to-all/all-gather at 1-8 MiB and 1 GiB (docs/simulator.md, "Calibration against H200").
+// datasheet: "900 GB/s" bidirectional). Latency and efficiency: the fit of the 2 x H200 NCCL
+// all-to-all at 8 and 64 MiB in ../shared/data/h200-anchors.csv (60.0 us, 0.666; see
+// docs/simulator.md, "Against measurement", and tests/sim/test_anchors.cpp).
 FabricSpec nvlink4(std::string name) {
   FabricSpec s;
   s.name = std::move(name);
   s.nvlink_GBps = 450;
   s.nvlink_latency_us = 60;
-  s.nvlink_efficiency = 0.75;
+  s.nvlink_efficiency = 0.666;
   return s;
 }
 

@@ -142,6 +142,7 @@ TEST_CASE("fast (symmetry classes) == exact (one flow per message)", "[collectiv
       {2, 4, Layout::rail, 32, 1, 450, 50},  {4, 2, Layout::rail, 2, 2, 450, 50},
       {6, 4, Layout::node, 8, 3, 450, 50},   {8, 8, Layout::rail, 4, 1.5, 450, 50},
       {4, 4, Layout::node, 4, 1, 20, 50},    {6, 2, Layout::rail, 3, 2.5, 100, 45},
+      {16, 8, Layout::rail, 4, 2, 450, 50},
   };
   for (const auto& s : shapes) {
     FabricSpec f = fabric(s.nvlink, s.nic, 4, s.layout, s.radix, s.oversub);
@@ -197,4 +198,14 @@ TEST_CASE("single rank and zero bytes", "[collective]") {
   CollectiveSpec ring = a2a(10);
   ring.algorithm = Algorithm::ring;
   CHECK_THROWS_AS(simulate_collective(t, ring, Mode::exact), dionsim::UsageError);
+}
+
+TEST_CASE("sweep sizes as nccl-tests -b/-e/-f", "[collective]") {
+  CHECK(sweep_sizes(1024, 8192, 2) == std::vector<std::int64_t>{1024, 2048, 4096, 8192});
+  CHECK(sweep_sizes(1000, 1000, 4) == std::vector<std::int64_t>{1000});
+  CHECK(sweep_sizes(1, 100, 10) == std::vector<std::int64_t>{1, 10, 100});
+  CHECK(sweep_sizes(1LL << 61, (1LL << 62) + 1, 4).size() == 1);  // no overflow
+  CHECK_THROWS_WITH(sweep_sizes(8, 4, 2), "invalid sizes for 'minbytes' and 'maxbytes': 8 > 4");
+  CHECK_THROWS_AS(sweep_sizes(1, 4, 1), dionsim::UsageError);
+  CHECK_THROWS_AS(sweep_sizes(0, 4, 2), dionsim::UsageError);
 }

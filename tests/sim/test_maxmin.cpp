@@ -48,6 +48,45 @@ std::string check_max_min(const MaxMinSolver& s, const std::vector<FlowId>& flow
   return "";
 }
 
+// Brute-force reference, written independently of the solver: every round recomputes each
+// link's fair share from scratch (capacity minus what frozen flows use, over the unfrozen
+// coefficients) and freezes every unfrozen flow of the tightest link at that share.
+std::vector<double> brute_force(const std::vector<double>& caps, const std::vector<std::vector<LinkUse>>& routes) {
+  const std::size_t n = routes.size();
+  std::vector<double> rate(n, 0);
+  std::vector<bool> frozen(n, false);
+  for (std::size_t left = n; left > 0;) {
+    double best = 1e300;
+    std::size_t best_link = 0;
+    for (std::size_t l = 0; l < caps.size(); ++l) {
+      double used = 0, weight = 0;
+      for (std::size_t f = 0; f < n; ++f) {
+        for (const auto& u : routes[f]) {
+          if (u.link != l) continue;
+          if (frozen[f]) used += u.coeff * rate[f];
+          else weight += u.coeff;
+        }
+      }
+      if (weight > 0 && (caps[l] - used) / weight < best) {
+        best = (caps[l] - used) / weight;
+        best_link = l;
+      }
+    }
+    for (std::size_t f = 0; f < n; ++f) {
+      if (frozen[f]) continue;
+      for (const auto& u : routes[f]) {
+        if (u.link == best_link) {
+          frozen[f] = true;
+          rate[f] = best;
+          --left;
+          break;
+        }
+      }
+    }
+  }
+  return rate;
+}
+
 }  // namespace
 
 TEST_CASE("single bottleneck: n flows share one link equally", "[maxmin]") {
@@ -147,7 +186,7 @@ TEST_CASE("bad arguments are rejected", "[maxmin]") {
   CHECK_THROWS(s.remove_flow(7));
 }
 
-TEST_CASE("randomized: max-min property holds and incremental == from scratch", "[maxmin]") {
+TEST_CASE("randomized: max-min property, incremental == from scratch == brute force", "[maxmin]") {
   std::mt19937_64 rng(12345);
   for (int trial = 0; trial < 200; ++trial) {
     const int links = 1 + static_cast<int>(rng() % 12);
@@ -186,8 +225,12 @@ TEST_CASE("randomized: max-min property holds and incremental == from scratch", 
       std::vector<FlowId> ref_ids;
       for (const FlowId id : alive) ref_ids.push_back(ref.add_flow(routes[id]));
       ref.solve();
+      std::vector<std::vector<LinkUse>> alive_routes;
+      for (const FlowId id : alive) alive_routes.push_back(routes[id]);
+      const std::vector<double> brute = brute_force(caps, alive_routes);
       for (std::size_t i = 0; i < alive.size(); ++i) {
         REQUIRE(inc.rate_Bps(alive[i]) == Approx(ref.rate_Bps(ref_ids[i])).epsilon(1e-9));
+        REQUIRE(inc.rate_Bps(alive[i]) == Approx(brute[i]).epsilon(1e-9));
       }
     }
   }

@@ -157,3 +157,29 @@ TEST_CASE("GraphViz dump names every vertex and link", "[topology]") {
   for (std::size_t p = dot.find("->"); p != std::string::npos; p = dot.find("->", p + 2)) ++edges;
   CHECK(edges == t.link_count());
 }
+
+#include "topologies/fabric_choice.hpp"
+
+TEST_CASE("fabric choice: exactly one source, overrides applied and checked", "[topology]") {
+  FabricChoice c;
+  CHECK_THROWS_WITH(resolve_fabric(c, 8), Catch::Contains("exactly one of"));
+  c.preset = "p5-efa";
+  c.oversubscription = 3;
+  c.latency_us = 4;
+  const FabricSpec s = resolve_fabric(c, 8);
+  CHECK(s.oversubscription == 3);
+  CHECK(s.nic_latency_us == 4);
+  CHECK(s.nvlink_latency_us == 4);
+  CHECK(s.nic_efficiency == preset("p5-efa").nic_efficiency);
+  c.nic_GBps = 10;
+  CHECK_THROWS_WITH(resolve_fabric(c, 8), Catch::Contains("exactly one of"));
+  c.preset.reset();
+  CHECK_THROWS_WITH(resolve_fabric(c, 8), Catch::Contains("go together"));
+  c.nvlink_GBps = -3;
+  CHECK_THROWS_WITH(resolve_fabric(c, 8), Catch::Contains("--nvlink-GBps: got '-3"));
+  c.nvlink_GBps = 100;
+  c.oversubscription = 0.5;
+  CHECK_THROWS_WITH(resolve_fabric(c, 8), Catch::Contains("--oversubscription"));
+  c.oversubscription.reset();
+  CHECK(resolve_fabric(c, 8).name == "custom");
+}

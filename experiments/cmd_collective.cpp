@@ -1,0 +1,166 @@
+// dionsim collective: one collective on a simulated fabric, nccl-tests style.
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "common/error.hpp"
+#include "common/parse.hpp"
+#include "experiments/cli.hpp"
+#include "sim/collectives.hpp"
+#include "topologies/fabric_choice.hpp"
+
+namespace dionsim::cli {
+namespace {
+
+sim::CollectiveOp parse_op(const std::string& s) {
+  if (s == "alltoall") return sim::CollectiveOp::alltoall;
+  if (s == "allgather") return sim::CollectiveOp::allgather;
+  if (s == "reducescatter") return sim::CollectiveOp::reducescatter;
+  if (s == "sendrecv") return sim::CollectiveOp::sendrecv;
+  throw_bad_usage("--op", s, "alltoall, allgather, reducescatter or sendrecv");
+}
+
+template <typename T>
+std::optional<T> get(const Command& cmd, const char* name) {
+  return cmd.has(name) ? std::optional<T>(cmd.vm()[name].as<T>()) : std::nullopt;
+}
+
+std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
+  const auto& vm = cmd.vm();
+  if (cmd.has("bytes")) {
+    if (cmd.has("minbytes") || cmd.has("maxbytes")) throw UsageError("collective: --bytes excludes -b/-e");
+    return {parse_size_bytes(vm["bytes"].as<std::string>(), "--bytes")};
+  }
+  if (!cmd.has("minbytes") || !cmd.has("maxbytes")) throw UsageError("collective: give --bytes S or -b MIN -e MAX [-f FACTOR]");
+  return sim::sweep_sizes(parse_size_bytes(vm["minbytes"].as<std::string>(), "--minbytes"),
+                          parse_size_bytes(vm["maxbytes"].as<std::string>(), "--maxbytes"),
+                          vm["stepfactor"].as<std::int64_t>());
+}
+
+}  // namespace
+
+int run_collective(std::span<const std::string> args) {
+  Command cmd("collective",
+              "--op OP --nodes N --gpus-per-node G (--fabric P | --topology F | --nvlink-GBps X --nic-GBps Y) "
+              "(--bytes S | -b MIN -e MAX -f FACTOR)",
+              "Simulates one collective on a fabric and prints an nccl-tests style table: size = bytes of each "
+              "rank's buffer (all-to-all: sent in total; all-gather: gathered; reduce-scatter: reduced), "
+              "time in us, algbw = size/time and busbw = algbw*(n-1)/n in GB/s (1e9).");
+  std::string presets;
+  for (const auto& n : topo::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
+  cmd.options().add_options()
+      ("op", po::value<std::string>()->required(), "alltoall | allgather | reducescatter | sendrecv")
+      ("algorithm", po::value<std::string>(), "direct | ring (default: direct for alltoall, ring otherwise)")
+      ("nodes", po::value<std::int64_t>(), "number of nodes")
+      ("ranks", po::value<std::int64_t>(), "number of ranks (instead of --nodes; a multiple of --gpus-per-node)")
+      ("gpus-per-node", po::value<std::int64_t>()->required(), "GPUs per node (on one NVSwitch)")
+      ("fabric", po::value<std::string>(), ("fabric preset: " + presets).c_str())
+      ("topology", po::value<std::string>(), "topology file (TOML, docs/simulator.md)")
+      ("nvlink-GBps", po::value<double>(), "custom fabric: NVLink GB/s per GPU and direction")
+      ("nic-GBps", po::value<double>(), "custom fabric: NIC GB/s per GPU and direction")
+      ("oversubscription", po::value<double>(), "leaf oversubscription ratio R >= 1 (overrides the fabric's)")
+      ("latency-us", po::value<double>(), "per-message latency, NVLink and network (overrides the fabric's)")
+      ("bytes", po::value<std::string>(), "one size S (K/M/G suffixes, powers of 1024)")
+      ("minbytes,b", po::value<std::string>(), "smallest size of a sweep")
+      ("maxbytes,e", po::value<std::string>(), "largest size of a sweep")
+      ("stepfactor,f", po::value<std::int64_t>()->default_value(2), "size multiplier of a sweep")
+      ("src", po::value<std::int64_t>()->default_value(0), "sendrecv: sending rank")
+      ("dst", po::value<std::int64_t>()->default_value(1), "sendrecv: receiving rank")
+      ("mode", po::value<std::string>()->default_value("fast"), "fast (symmetry where provable) | exact (one flow per message)")
+      ("dump-topology", po::value<std::string>(), "write the fabric as GraphViz to this .dot file");
+  if (!cmd.parse(args)) return 0;
+  const auto& vm = cmd.vm();
+  if (!cmd.common().db.empty()) throw_bad_usage("--db", cmd.common().db, "no --db: collective does not record runs yet");
+
+  // Options -> config, everything validated before anything is simulated.
+  const std::int64_t g = vm["gpus-per-node"].as<std::int64_t>();
+  if (g < 1 || g > 1024) throw_bad_usage("--gpus-per-node", std::to_string(g), "an integer in [1, 1024]");
+  if (cmd.has("nodes") == cmd.has("ranks")) throw UsageError("collective: give one of --nodes N or --ranks W");
+  std::int64_t nodes = 0;
+  if (cmd.has("ranks")) {
+    const std::int64_t w = vm["ranks"].as<std::int64_t>();
+    if (w < 1 || w % g != 0) throw_bad_usage("--ranks", std::to_string(w), "a positive multiple of --gpus-per-node (" + std::to_string(g) + ")");
+    nodes = w / g;
+  } else {
+    nodes = vm["nodes"].as<std::int64_t>();
+  }
+  if (nodes < 1 || nodes * g > (1 << 20)) throw_bad_usage("--nodes", std::to_string(nodes), "an integer >= 1 (at most 2^20 ranks)");
+  sim::CollectiveSpec spec;
+  spec.op = parse_op(vm["op"].as<std::string>());
+  const std::string algorithm = cmd.has("algorithm") ? vm["algorithm"].as<std::string>()
+                                : spec.op == sim::CollectiveOp::alltoall ? "direct" : "ring";
+  if (algorithm != "direct" && algorithm != "ring") throw_bad_usage("--algorithm", algorithm, "direct or ring");
+  spec.algorithm = algorithm == "ring" ? sim::Algorithm::ring : sim::Algorithm::direct;
+  spec.src = static_cast<int>(vm["src"].as<std::int64_t>());
+  spec.dst = static_cast<int>(vm["dst"].as<std::int64_t>());
+  const std::string mode_name = vm["mode"].as<std::string>();
+  if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
+  const auto mode = mode_name == "fast" ? sim::Mode::fast : sim::Mode::exact;
+  const topo::FabricSpec fabric = topo::resolve_fabric(
+      {get<std::string>(cmd, "fabric"), get<std::string>(cmd, "topology"), get<double>(cmd, "nvlink-GBps"),
+       get<double>(cmd, "nic-GBps"), get<double>(cmd, "oversubscription"), get<double>(cmd, "latency-us")},
+      static_cast<int>(g));
+  const std::vector<std::int64_t> sizes = resolve_sizes(cmd);
+  const topo::Topology topology(fabric, static_cast<int>(nodes), static_cast<int>(g));
+  for (const auto s : sizes) {
+    spec.bytes = s;
+    sim::validate_spec(spec, topology);
+  }
+  // The exact path holds one flow per message (~400 B each): refuse what would not fit.
+  const bool fast_ok = mode == sim::Mode::fast && topology.symmetric() && algorithm == "direct";
+  const double messages = static_cast<double>(topology.ranks()) * (topology.ranks() - 1);
+  if (spec.op != sim::CollectiveOp::sendrecv && !fast_ok && messages > 3.4e7) {
+    throw_bad_usage("--mode", mode_name, "a shape the exact per-flow path can hold (at most ~5800 ranks); the fast "
+                                         "path needs --algorithm direct and a symmetric fabric (full leaves)");
+  }
+  if (cmd.has("dump-topology")) {
+    const std::string path = vm["dump-topology"].as<std::string>();
+    std::ofstream dot(path);
+    topology.write_dot(dot);
+    if (!dot.flush()) throw IoError(path + ": cannot write the GraphViz file");
+  }
+
+  const nlohmann::json config = {
+      {"op", sim::to_string(spec.op)}, {"algorithm", sim::to_string(spec.algorithm)}, {"mode", mode_name},
+      {"nodes", nodes}, {"gpus_per_node", g}, {"ranks", topology.ranks()}, {"fabric", fabric.name},
+      {"nvlink_GBps", fabric.nvlink_GBps}, {"nvlink_latency_us", fabric.nvlink_latency_us},
+      {"nvlink_efficiency", fabric.nvlink_efficiency}, {"nic_GBps", fabric.nic_GBps},
+      {"nic_latency_us", fabric.nic_latency_us}, {"nic_efficiency", fabric.nic_efficiency},
+      {"layout", topo::to_string(fabric.layout)}, {"leaf_radix", fabric.leaf_radix},
+      {"oversubscription", fabric.oversubscription}};
+  log(cmd.common(), "collective: " + config.dump());
+  nlohmann::json rows = nlohmann::json::array();
+  const std::string type = "bf16";  // 2-byte elements: what Dion2's all-to-all moves
+  if (!cmd.common().json) {
+    std::cout << "#\n#  " << sim::to_string(spec.op) << " (" << sim::to_string(spec.algorithm) << "), " << nodes << " x " << g
+              << " = " << topology.ranks() << " ranks, fabric " << fabric.name << ", mode " << mode_name << "\n#\n"
+              << "#" << std::setw(14) << "size" << std::setw(13) << "count" << std::setw(7) << "type" << std::setw(7) << "redop"
+              << std::setw(6) << "root" << std::setw(11) << "time" << std::setw(9) << "algbw" << std::setw(9) << "busbw"
+              << "  #wrong\n#" << std::setw(14) << "(B)" << std::setw(13) << "(elements)" << std::setw(31) << "(us)"
+              << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)\n";
+  }
+  for (const std::int64_t s : sizes) {
+    spec.bytes = s;
+    const sim::CollectiveResult r = sim::simulate_collective(topology, spec, mode);
+    const double time_us = r.time.to_us();
+    const double algbw = time_us > 0 ? static_cast<double>(s) / (time_us * 1e-6) / 1e9 : 0.0;
+    const double busbw = algbw * sim::bus_factor(spec.op, topology.ranks());
+    const bool reduce = spec.op == sim::CollectiveOp::reducescatter;
+    if (cmd.common().json) {
+      nlohmann::json row = config;
+      row.update({{"size_bytes", s}, {"count", s / 2}, {"type", type}, {"time_us", time_us}, {"algbw_GBps", algbw},
+                  {"busbw_GBps", busbw}, {"used_symmetry", r.used_symmetry}, {"messages", r.messages}});
+      rows.push_back(row);
+    } else {
+      std::cout << std::setw(15) << s << std::setw(13) << s / 2 << std::setw(7) << type << std::setw(7)
+                << (reduce ? "sum" : "none") << std::setw(6) << -1 << std::fixed << std::setprecision(2) << std::setw(11)
+                << time_us << std::setw(9) << algbw << std::setw(9) << busbw << std::setw(8) << "N/A" << '\n';
+    }
+  }
+  if (cmd.common().json) print_json(rows);
+  return 0;
+}
+
+}  // namespace dionsim::cli
