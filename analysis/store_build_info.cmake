@@ -9,8 +9,8 @@ if(GIT_FOUND)
                   OUTPUT_VARIABLE head RESULT_VARIABLE head_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
   if(head_rc EQUAL 0 AND head MATCHES "^[0-9a-f]+$")
     set(revision "${head}")
-    # Tracked files changed but not committed: the binary is not exactly that commit.
-    execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} status --porcelain --untracked-files=no
+    # Changed or new (untracked, not ignored) files: the binary is not exactly that commit.
+    execute_process(COMMAND ${GIT_EXECUTABLE} -C ${SOURCE_DIR} status --porcelain
                     OUTPUT_VARIABLE changes RESULT_VARIABLE status_rc ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
     if(NOT status_rc EQUAL 0)
       set(revision "${head}-unknown-dirty")

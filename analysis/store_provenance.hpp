@@ -8,7 +8,7 @@
 namespace dionsim::analysis {
 
 // The git revision of the source tree this binary was built from: the full commit hash, with
-// "-dirty" appended when tracked files had uncommitted changes at build time. Resolved at every
+// "-dirty" appended when the tree had uncommitted changes or new (non-ignored) files at build time. Resolved at every
 // build (not only at configure), so it follows commits. "unknown" when the sources were not a
 // git checkout or git was not available — never a guess.
 [[nodiscard]] std::string git_revision();

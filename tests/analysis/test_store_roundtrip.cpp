@@ -74,7 +74,7 @@ TEST_CASE("a run with every kind of row round-trips exactly", "[analysis][store]
   CHECK_THROWS_AS(db.load_run(id + 1), dionsim::IoError);
 }
 
-TEST_CASE("has_run: a stored configuration is skipped; --force replaces it; failed runs are retried",
+TEST_CASE("has_run - a stored configuration is skipped - --force replaces it - failed runs are retried",
           "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("resume.db"));
@@ -143,7 +143,7 @@ TEST_CASE("an invalid record is refused before anything is written", "[analysis]
   CHECK(raw.integer("SELECT count(*) FROM metrics") == 0);
 }
 
-TEST_CASE("ConfigMatch: key=value against numbers, strings, booleans, null and nested keys", "[analysis][store]") {
+TEST_CASE("ConfigMatch - key=value against numbers strings booleans null and nested keys", "[analysis][store]") {
   const auto config = nlohmann::json::parse(
       R"({"world": 2, "fraction": 0.25, "scope": "global", "bf16": true, "cf": null, "fabric": {"nic_GBps": 50}, "nodes": [1, 2]})");
   CHECK(ConfigMatch::parse("world=2").matches(config));
@@ -166,7 +166,7 @@ TEST_CASE("ConfigMatch: key=value against numbers, strings, booleans, null and n
   CHECK_THROWS_AS(ConfigMatch::parse("=2"), dionsim::UsageError);
 }
 
-TEST_CASE("metrics(): measured runs selected by config key=value, with their configs", "[analysis][store]") {
+TEST_CASE("metrics() - measured runs selected by config key=value with their configs", "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("q.db"));
   for (const int world : {2, 4}) {
@@ -193,7 +193,7 @@ TEST_CASE("metrics(): measured runs selected by config key=value, with their con
   CHECK(db.metrics({}).size() == 8);
 }
 
-TEST_CASE("kernel_timings by hardware and class, sorted by shape; failed runs ignored", "[analysis][store]") {
+TEST_CASE("kernel_timings by hardware and class sorted by shape - failed runs ignored", "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("k.db"));
   auto r = RunRecord::begin("measure", RunMode::measured, {{"run", 1}}, 0);
@@ -221,7 +221,7 @@ TEST_CASE("kernel_timings by hardware and class, sorted by shape; failed runs ig
   CHECK(db.kernel_timings("H200", "pack").empty());
 }
 
-TEST_CASE("calibration by name returns the newest; names are listed", "[analysis][store]") {
+TEST_CASE("calibration by name returns the newest - names are listed", "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("c.db"));
   CHECK_FALSE(db.calibration("seed").has_value());
@@ -241,7 +241,7 @@ TEST_CASE("calibration by name returns the newest; names are listed", "[analysis
   CHECK(db.calibration_names() == std::vector<std::string>{"h200", "seed"});
 }
 
-TEST_CASE("read-only access reads but never writes, and needs an existing current file", "[analysis][store]") {
+TEST_CASE("read-only access reads but never writes and needs an existing current file", "[analysis][store]") {
   const TempDir dir;
   const std::string path = dir.file("ro.db");
   CHECK_THROWS_AS(Database::open(path, Access::read_only), dionsim::IoError);

@@ -29,7 +29,7 @@ TEST_CASE("migrations are numbered 1..N in order and N is the latest version", "
   CHECK(latest_schema_version() == all.back().version);
 }
 
-TEST_CASE("a new file is created at the latest version with WAL, foreign keys and the dionsim id", "[analysis][store]") {
+TEST_CASE("a new file is created at the latest version with WAL foreign keys and the dionsim id", "[analysis][store]") {
   const TempDir dir;
   const std::string path = dir.file("new.db");
   {
@@ -47,7 +47,7 @@ TEST_CASE("a new file is created at the latest version with WAL, foreign keys an
   }
 }
 
-TEST_CASE("foreign keys are enforced on the store's connection: deleting a run deletes its rows", "[analysis][store]") {
+TEST_CASE("foreign keys are enforced on the store's connection - deleting a run deletes its rows", "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("fk.db"));
   auto record = RunRecord::begin("whatif", RunMode::simulated, {{"nodes", 2}}, 1);
