@@ -4,8 +4,10 @@
 #include <cctype>
 #include <cmath>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <unordered_map>
 
 #include "analysis/kineto_io.hpp"
@@ -21,7 +23,8 @@ constexpr double kNsPerMs = 1e6;
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -75,7 +78,9 @@ std::string normalize_collective(std::string_view raw) {
   return name;
 }
 
-bool is_nccl_kernel(std::string_view name) { return starts_with(name, "ncclDevKernel") || starts_with(name, "ncclKernel"); }
+bool is_nccl_kernel(std::string_view name) {
+  return starts_with(name, "ncclDevKernel") || starts_with(name, "ncclKernel");
+}
 
 // cuBLAS(Lt) / CUTLASS / Triton GEMM kernel names seen on Hopper and Ampere.
 bool looks_like_gemm(std::string_view name) {
@@ -155,14 +160,22 @@ std::int64_t tid_of(const json& event) {
 
 std::string_view to_string(KernelRole role) {
   switch (role) {
-    case KernelRole::ns_gemm: return "ns_gemm";
-    case KernelRole::opt_alltoall: return "opt_alltoall";
-    case KernelRole::opt_allgather: return "opt_allgather";
-    case KernelRole::opt_other: return "opt_other";
-    case KernelRole::fsdp_collective: return "fsdp_collective";
-    case KernelRole::forward: return "forward";
-    case KernelRole::backward: return "backward";
-    case KernelRole::other: return "other";
+    case KernelRole::ns_gemm:
+      return "ns_gemm";
+    case KernelRole::opt_alltoall:
+      return "opt_alltoall";
+    case KernelRole::opt_allgather:
+      return "opt_allgather";
+    case KernelRole::opt_other:
+      return "opt_other";
+    case KernelRole::fsdp_collective:
+      return "fsdp_collective";
+    case KernelRole::forward:
+      return "forward";
+    case KernelRole::backward:
+      return "backward";
+    case KernelRole::other:
+      return "other";
   }
   return "other";
 }
@@ -172,10 +185,12 @@ int dtype_size_bytes(std::string_view dtype) {
   if (starts_with(d, "c10::")) d = d.substr(5);
   if (starts_with(d, "torch.")) d = d.substr(6);
   static const std::map<std::string, int, std::less<>> sizes = {
-      {"bfloat16", 2}, {"half", 2},    {"float16", 2}, {"float", 4},   {"float32", 4}, {"double", 8},
-      {"float64", 8},  {"int", 4},     {"int32", 4},   {"long", 8},    {"int64", 8},   {"short", 2},
-      {"int16", 2},    {"char", 1},    {"int8", 1},    {"byte", 1},    {"uint8", 1},   {"bool", 1},
-      {"float8_e4m3fn", 1}, {"float8_e5m2", 1}, {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}};
+      {"bfloat16", 2},        {"half", 2},           {"float16", 2},       {"float", 4},
+      {"float32", 4},         {"double", 8},         {"float64", 8},       {"int", 4},
+      {"int32", 4},           {"long", 8},           {"int64", 8},         {"short", 2},
+      {"int16", 2},           {"char", 1},           {"int8", 1},          {"byte", 1},
+      {"uint8", 1},           {"bool", 1},           {"float8_e4m3fn", 1}, {"float8_e5m2", 1},
+      {"float8_e4m3fnuz", 1}, {"float8_e5m2fnuz", 1}};
   const auto it = sizes.find(d);
   return it == sizes.end() ? 0 : it->second;
 }
@@ -268,7 +283,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
         if (const auto dt = args.find("dtype"); dt != args.end() && dt->is_string()) {
           k.dtype_bytes = dtype_size_bytes(dt->get<std::string>());
           if (k.dtype_bytes == 0) {
-            bad_event(source, i, "dtype: got '" + dt->get<std::string>() + "', expected a PyTorch dtype name such as BFloat16");
+            bad_event(source, i,
+                      "dtype: got '" + dt->get<std::string>() + "', expected a PyTorch dtype name such as BFloat16");
           }
         }
       } else if (cat == "kernel") {
@@ -298,7 +314,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
   std::size_t kernel_count = 0;
   for (const auto& k : trace.kernels) kernel_count += k.category == "kernel" ? 1 : 0;
   if (kernel_count == 0) {
-    throw InputError(source + ": traceEvents: got no events with cat 'kernel', expected CUDA kernels "
+    throw InputError(source +
+                     ": traceEvents: got no events with cat 'kernel', expected CUDA kernels "
                      "(profile with ProfilerActivity.CUDA)");
   }
 
@@ -325,8 +342,8 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
       k.launch_ns = -1;
       ++trace.kernels_without_launch;
     }
-    if (const auto op = gemm_ops.find(kernel_external_ids[i]); op != gemm_ops.end() && k.category == "kernel" &&
-                                                               k.collective.empty()) {
+    if (const auto op = gemm_ops.find(kernel_external_ids[i]);
+        op != gemm_ops.end() && k.category == "kernel" && k.collective.empty()) {
       k.is_gemm = true;
       k.gemm_flops = op->second.flops;
       k.gemm_bytes = op->second.bytes;
@@ -334,14 +351,18 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
     const std::int64_t when = k.launch_ns >= 0 ? k.launch_ns : k.start_ns;
     k.step = step_containing(when);
     if (k.step >= 0) {
-      if (k.collective == "all_to_all") k.role = KernelRole::opt_alltoall;
-      else if (k.collective == "all_gather") k.role = KernelRole::opt_allgather;
-      else if (k.is_gemm) k.role = KernelRole::ns_gemm;
-      else k.role = KernelRole::opt_other;
+      if (k.collective == "all_to_all")
+        k.role = KernelRole::opt_alltoall;
+      else if (k.collective == "all_gather")
+        k.role = KernelRole::opt_allgather;
+      else if (k.is_gemm)
+        k.role = KernelRole::ns_gemm;
+      else
+        k.role = KernelRole::opt_other;
     } else if (k.collective == "all_gather" || k.collective == "reduce_scatter" || k.collective == "all_reduce") {
       k.role = KernelRole::fsdp_collective;
-    } else if (const auto ag = autograd.find(launch_tid); ag != autograd.end() && k.launch_ns >= 0 &&
-                                                          ag->second.covers(k.launch_ns)) {
+    } else if (const auto ag = autograd.find(launch_tid);
+               ag != autograd.end() && k.launch_ns >= 0 && ag->second.covers(k.launch_ns)) {
       k.role = KernelRole::backward;
     } else if (profiler_steps.covers(when)) {
       k.role = KernelRole::forward;
@@ -423,10 +444,152 @@ std::vector<StepMetrics> reduce_steps(const KinetoTrace& trace) {
   return out;
 }
 
+json to_json(const StepMetrics& m) {
+  return {{"rank", m.rank},
+          {"step", m.step},
+          {"opt_step_ms", m.opt_step_ms},
+          {"opt_cpu_span_ms", m.opt_cpu_span_ms},
+          {"opt_gpu_window_ms", m.opt_gpu_window_ms},
+          {"opt_gpu_ms", m.opt_gpu_ms},
+          {"opt_gpu_idle_pct", m.opt_gpu_idle_pct},
+          {"a2a_ms", m.a2a_ms},
+          {"a2a_payload_bytes", m.a2a_payload_bytes},
+          {"a2a_count", m.a2a_count},
+          {"allgather_ms", m.allgather_ms},
+          {"allgather_bytes", m.allgather_bytes},
+          {"gemm_ms", m.gemm_ms},
+          {"gemm_count", m.gemm_count},
+          {"gemm_flops", m.gemm_flops},
+          {"non_gemm_ms", m.non_gemm_ms},
+          {"kernel_count", m.kernel_count}};
+}
+
+namespace {
+
+// Per step, the all-to-all kernels of one trace in launch order: (duration ns, bytes per rank).
+std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> alltoalls_by_step(const KinetoTrace& t) {
+  std::vector<std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>>> launched(t.steps.size());
+  for (const auto& k : t.kernels) {
+    if (k.role == KernelRole::opt_alltoall) {
+      launched[static_cast<std::size_t>(k.step)].emplace_back(k.launch_ns, k.dur_ns, k.payload_bytes());
+    }
+  }
+  std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>> out;
+  for (auto& step : launched) {
+    std::sort(step.begin(), step.end());
+    auto& row = out.emplace_back();
+    for (const auto& [launch, dur, bytes] : step) row.emplace_back(dur, bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<AlltoallTransfer> alltoall_transfers(const std::vector<KinetoTrace>& traces) {
+  std::vector<AlltoallTransfer> out;
+  if (traces.empty()) return out;
+  std::set<int> ranks;
+  std::vector<std::vector<std::vector<std::pair<std::int64_t, std::int64_t>>>> per_trace;
+  for (const auto& t : traces) {
+    if (!ranks.insert(t.rank).second) {
+      throw_bad_input(t.source, "rank", std::to_string(t.rank), "one trace per rank (this rank was given twice)");
+    }
+    per_trace.push_back(alltoalls_by_step(t));
+  }
+  const auto& first = per_trace.front();
+  for (std::size_t t = 1; t < traces.size(); ++t) {
+    if (per_trace[t].size() != first.size()) {
+      throw_bad_input(traces[t].source, "optimizer steps", std::to_string(per_trace[t].size()),
+                      std::to_string(first.size()) + " like " + traces.front().source);
+    }
+    for (std::size_t s = 0; s < first.size(); ++s) {
+      if (per_trace[t][s].size() != first[s].size() ||
+          !std::equal(first[s].begin(), first[s].end(), per_trace[t][s].begin(),
+                      [](const auto& a, const auto& b) { return a.second == b.second; })) {
+        std::int64_t bytes = 0, bytes0 = 0;
+        for (const auto& a : per_trace[t][s]) bytes += a.second;
+        for (const auto& a : first[s]) bytes0 += a.second;
+        throw_bad_input(traces[t].source, "step " + std::to_string(s) + " all-to-alls",
+                        std::to_string(per_trace[t][s].size()) + " sending " + std::to_string(bytes) + " B",
+                        std::to_string(first[s].size()) + " sending " + std::to_string(bytes0) + " B like " +
+                            traces.front().source);
+      }
+    }
+  }
+  for (std::size_t s = 0; s < first.size(); ++s) {
+    for (std::size_t i = 0; i < first[s].size(); ++i) {
+      std::int64_t fastest = INT64_MAX;
+      for (const auto& trace : per_trace) fastest = std::min(fastest, trace[s][i].first);
+      out.push_back(AlltoallTransfer{static_cast<int>(s), static_cast<int>(i), first[s][i].second, fastest});
+    }
+  }
+  return out;
+}
+
+std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces) {
+  const auto transfers = alltoall_transfers(traces);  // validates ranks, steps and all-to-alls
+  std::vector<CrossRankStep> out;
+  if (traces.empty()) return out;
+  std::vector<std::vector<StepMetrics>> per_rank;
+  for (const auto& t : traces) per_rank.push_back(reduce_steps(t));
+  for (std::size_t s = 0; s < per_rank[0].size(); ++s) {
+    CrossRankStep c;
+    c.step = static_cast<int>(s);
+    c.ranks = static_cast<int>(traces.size());
+    c.a2a_payload_bytes = per_rank[0][s].a2a_payload_bytes;
+    for (const auto& x : transfers) {
+      if (x.step == c.step) c.a2a_transfer_ms += static_cast<double>(x.transfer_ns) / kNsPerMs;
+    }
+    for (const auto& rank : per_rank) {
+      c.opt_step_ms_max = std::max(c.opt_step_ms_max, rank[s].opt_step_ms);
+      c.a2a_wait_ms_max = std::max(c.a2a_wait_ms_max, rank[s].a2a_ms - c.a2a_transfer_ms);
+    }
+    c.a2a_algbw_GBps =
+        c.a2a_transfer_ms > 0 ? static_cast<double>(c.a2a_payload_bytes) / (c.a2a_transfer_ms * 1e6) : 0.0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces) {
+  std::sort(traces.begin(), traces.end(), [](const KinetoTrace& a, const KinetoTrace& b) {
+    return a.kernels.front().start_ns < b.kernels.front().start_ns;
+  });
+  std::vector<std::vector<KinetoTrace>> runs;
+  std::int64_t run_end = INT64_MIN;
+  for (auto& t : traces) {
+    const std::int64_t start = t.kernels.front().start_ns;
+    std::int64_t end = start;
+    for (const auto& k : t.kernels) end = std::max(end, k.end_ns());
+    if (runs.empty() || start > run_end) {
+      runs.emplace_back();
+      run_end = end;
+    } else {
+      run_end = std::max(run_end, end);
+    }
+    runs.back().push_back(std::move(t));
+  }
+  for (auto& run : runs) {
+    std::sort(run.begin(), run.end(), [](const KinetoTrace& a, const KinetoTrace& b) { return a.rank < b.rank; });
+  }
+  return runs;
+}
+
+json to_json(const CrossRankStep& c) {
+  return {{"step", c.step},
+          {"ranks", c.ranks},
+          {"opt_step_ms_max", c.opt_step_ms_max},
+          {"a2a_transfer_ms", c.a2a_transfer_ms},
+          {"a2a_wait_ms_max", c.a2a_wait_ms_max},
+          {"a2a_payload_bytes", c.a2a_payload_bytes},
+          {"a2a_algbw_GBps", c.a2a_algbw_GBps}};
+}
+
 std::vector<RoleTotal> role_totals(const KinetoTrace& trace) {
   std::vector<RoleTotal> totals;
-  for (KernelRole role : {KernelRole::ns_gemm, KernelRole::opt_alltoall, KernelRole::opt_allgather, KernelRole::opt_other,
-                          KernelRole::fsdp_collective, KernelRole::forward, KernelRole::backward, KernelRole::other}) {
+  for (KernelRole role :
+       {KernelRole::ns_gemm, KernelRole::opt_alltoall, KernelRole::opt_allgather, KernelRole::opt_other,
+        KernelRole::fsdp_collective, KernelRole::forward, KernelRole::backward, KernelRole::other}) {
     totals.push_back(RoleTotal{role, 0, 0.0});
   }
   for (const auto& k : trace.kernels) {

@@ -14,6 +14,7 @@
 // launch event is missing fall back to the step whose CPU window contains the kernel's start.
 #include <cstdint>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,14 +23,14 @@ namespace dionsim::analysis {
 
 // What a kernel was doing, from its name, its NCCL collective args and where it was launched.
 enum class KernelRole {
-  ns_gemm,            // GEMM launched inside an optimizer step (Newton–Schulz)
-  opt_alltoall,       // NCCL all-to-all inside an optimizer step
-  opt_allgather,      // NCCL all-gather inside an optimizer step (capped norms, DDP path)
-  opt_other,          // any other kernel of an optimizer step (norms, top-k, pack, post, …)
-  fsdp_collective,    // NCCL all-gather / reduce-scatter / all-reduce outside the optimizer
-  forward,            // launched inside a ProfilerStep#… but outside autograd and the optimizer
-  backward,           // launched under an autograd::engine::evaluate_function CPU op
-  other,              // everything else (data loading, random gradients of a benchmark, …)
+  ns_gemm,          // GEMM launched inside an optimizer step (Newton–Schulz)
+  opt_alltoall,     // NCCL all-to-all inside an optimizer step
+  opt_allgather,    // NCCL all-gather inside an optimizer step (capped norms, DDP path)
+  opt_other,        // any other kernel of an optimizer step (norms, top-k, pack, post, …)
+  fsdp_collective,  // NCCL all-gather / reduce-scatter / all-reduce outside the optimizer
+  forward,          // launched inside a ProfilerStep#… but outside autograd and the optimizer
+  backward,         // launched under an autograd::engine::evaluate_function CPU op
+  other,            // everything else (data loading, random gradients of a benchmark, …)
 };
 [[nodiscard]] std::string_view to_string(KernelRole role);
 
@@ -37,9 +38,9 @@ enum class KernelRole {
 // trace's clock (Kineto writes µs with three decimals).
 struct KernelEvent {
   std::string name;
-  std::string category;         // kernel | gpu_memcpy | gpu_memset
-  int device = 0;               // pid of the GPU lane
-  std::int64_t stream = 0;      // tid of the GPU lane
+  std::string category;     // kernel | gpu_memcpy | gpu_memset
+  int device = 0;           // pid of the GPU lane
+  std::int64_t stream = 0;  // tid of the GPU lane
   std::int64_t start_ns = 0;
   std::int64_t dur_ns = 0;
   std::int64_t launch_ns = -1;  // ts of the launching runtime call, -1 when not found
@@ -66,12 +67,12 @@ struct StepWindow {
 };
 
 struct KinetoTrace {
-  std::string source;          // file name (for messages)
-  int rank = 0;                // distributedInfo.rank, else the lowest GPU pid with kernels
-  int world_size = 1;          // distributedInfo.world_size, else 1
-  std::string device_name;     // deviceProperties[rank or 0].name, "" when absent
-  std::vector<KernelEvent> kernels;  // sorted by start time
-  std::vector<StepWindow> steps;     // sorted by start time
+  std::string source;                       // file name (for messages)
+  int rank = 0;                             // distributedInfo.rank, else the lowest GPU pid with kernels
+  int world_size = 1;                       // distributedInfo.world_size, else 1
+  std::string device_name;                  // deviceProperties[rank or 0].name, "" when absent
+  std::vector<KernelEvent> kernels;         // sorted by start time
+  std::vector<StepWindow> steps;            // sorted by start time
   std::int64_t kernels_without_launch = 0;  // fell back to the time-window rule
 };
 
@@ -85,25 +86,57 @@ struct KinetoTrace {
 struct StepMetrics {
   int rank = 0;
   int step = 0;
-  double opt_step_ms = 0;           // host annotation start → later of its end and the last kernel end
-  double opt_cpu_span_ms = 0;       // duration of the host annotation
-  double opt_gpu_window_ms = 0;     // first kernel start → last kernel end, over all streams
-  double opt_gpu_ms = 0;            // union of kernel intervals (GPU busy on any stream)
-  double opt_gpu_idle_pct = 0;      // 100 · (1 − busy / window)
-  double a2a_ms = 0;                // summed durations of the step's NCCL all-to-all kernels
+  double opt_step_ms = 0;              // host annotation start → later of its end and the last kernel end
+  double opt_cpu_span_ms = 0;          // duration of the host annotation
+  double opt_gpu_window_ms = 0;        // first kernel start → last kernel end, over all streams
+  double opt_gpu_ms = 0;               // union of kernel intervals (GPU busy on any stream)
+  double opt_gpu_idle_pct = 0;         // 100 · (1 − busy / window)
+  double a2a_ms = 0;                   // summed durations of the step's NCCL all-to-all kernels
   std::int64_t a2a_payload_bytes = 0;  // Σ In msg nelems × dtype size (bytes sent, self included)
   int a2a_count = 0;
   double allgather_ms = 0;
-  std::int64_t allgather_bytes = 0;   // Σ input bytes per rank
-  double gemm_ms = 0;               // Newton–Schulz GEMM kernel time (summed)
+  std::int64_t allgather_bytes = 0;  // Σ input bytes per rank
+  double gemm_ms = 0;                // Newton–Schulz GEMM kernel time (summed)
   int gemm_count = 0;
-  double non_gemm_ms = 0;           // other non-NCCL kernel time of the step (summed)
-  int kernel_count = 0;             // kernels (cat "kernel") launched in the step, NCCL included
-  std::int64_t gemm_flops = 0;      // Σ FLOPs of the step's GEMMs whose shapes are known
+  double non_gemm_ms = 0;       // other non-NCCL kernel time of the step (summed)
+  int kernel_count = 0;         // kernels (cat "kernel") launched in the step, NCCL included
+  std::int64_t gemm_flops = 0;  // Σ FLOPs of the step's GEMMs whose shapes are known
 };
 
 // Per-step metrics of one trace, in step order. Empty when the trace has no optimizer step.
 [[nodiscard]] std::vector<StepMetrics> reduce_steps(const KinetoTrace& trace);
+// {"rank", "step", "opt_step_ms", …}: every field of StepMetrics under its own name.
+[[nodiscard]] nlohmann::json to_json(const StepMetrics& metrics);
+
+// One optimizer step seen from all ranks of a run (one trace per rank). A collective kernel's
+// duration on a rank includes waiting for the peers that arrive later; the rank that arrives last
+// waits least, so the shortest duration of the i-th all-to-all across ranks is its transfer time.
+struct CrossRankStep {
+  int step = 0;
+  int ranks = 0;
+  double opt_step_ms_max = 0;          // slowest rank's opt_step_ms
+  double a2a_transfer_ms = 0;          // Σ over the step's all-to-alls of min over ranks of duration
+  double a2a_wait_ms_max = 0;          // max over ranks of (its a2a_ms − a2a_transfer_ms)
+  std::int64_t a2a_payload_bytes = 0;  // per rank (equal on every rank, checked)
+  double a2a_algbw_GBps = 0;           // payload / transfer time (nccl-tests algbw, self chunk included)
+};
+// InputError when the traces disagree on the number of steps or all-to-alls per step, or repeat a rank.
+[[nodiscard]] std::vector<CrossRankStep> reduce_across_ranks(const std::vector<KinetoTrace>& traces);
+
+// Every all-to-all of one run (one trace per rank): step, index in launch order, bytes per rank
+// (In msg nelems × dtype size) and transfer time = shortest duration over the ranks. Same checks.
+struct AlltoallTransfer {
+  int step = 0;
+  int index = 0;
+  std::int64_t bytes = 0;
+  std::int64_t transfer_ns = 0;
+};
+[[nodiscard]] std::vector<AlltoallTransfer> alltoall_transfers(const std::vector<KinetoTrace>& traces);
+
+// Splits traces into runs: traces whose GPU activity spans overlap in time were recorded together
+// (the ranks of one run, on one host clock); disjoint spans are different runs. Sorted by rank.
+[[nodiscard]] std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces);
+[[nodiscard]] nlohmann::json to_json(const CrossRankStep& step);
 
 // Sum of kernel time (ms) and count per role over the whole trace (steps and outside).
 struct RoleTotal {

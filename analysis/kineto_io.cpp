@@ -61,8 +61,7 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
   inflateEnd(&stream);
   if (status != Z_STREAM_END) {
     throw InputError(where + ": gzip stream truncated after " + std::to_string(compressed.size()) +
-                     " compressed bytes (" + std::to_string(out.size()) +
-                     " inflated); expected a complete .gz file");
+                     " compressed bytes (" + std::to_string(out.size()) + " inflated); expected a complete .gz file");
   }
   return out;
 }

@@ -23,7 +23,8 @@ std::string read_text(const std::filesystem::path& path) {
 
 std::string lower(std::string_view text) {
   std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -51,12 +52,15 @@ class Header {
     }
     for (const auto& name : expected) {
       if (index_.count(name) == 0) {
-        throw_bad_input(where, "header", join_fields(record), "the column '" + name + "' (columns: " + join(expected) + ")");
+        throw_bad_input(where, "header", join_fields(record),
+                        "the column '" + name + "' (columns: " + join(expected) + ")");
       }
     }
     width_ = record.fields.size();
   }
-  [[nodiscard]] const std::string& get(const CsvRecord& r, const std::string& column) const { return r.fields[index_.at(column)]; }
+  [[nodiscard]] const std::string& get(const CsvRecord& r, const std::string& column) const {
+    return r.fields[index_.at(column)];
+  }
   [[nodiscard]] std::size_t width() const { return width_; }
 
   static std::string join(const std::vector<std::string>& names) {
@@ -196,7 +200,7 @@ std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& sou
 
 const std::vector<std::string>& measurement_columns() {
   static const std::vector<std::string> columns = {
-      "source", "run",   "hardware", "gpus_per_node", "nodes",  "world", "model", "optimizer",
+      "source", "run",   "hardware", "gpus_per_node",   "nodes",  "world", "model", "optimizer",
       "ns",     "scope", "fraction", "capacity_factor", "metric", "value", "unit",  "notes"};
   return columns;
 }
@@ -279,10 +283,12 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
     if (info == nullptr) throw_bad_input(f.where(), "metric", row.metric, "one of " + metric_list);
     row.value = f.number("value");
     row.unit = f.text("unit");
-    if (row.unit != info->unit) throw_bad_input(f.where(), "unit", row.unit, "'" + std::string(info->unit) + "' for " + row.metric);
+    if (row.unit != info->unit)
+      throw_bad_input(f.where(), "unit", row.unit, "'" + std::string(info->unit) + "' for " + row.metric);
     const bool percent = info->unit == "%";
     if (row.value < 0 || (percent && row.value > 100)) {
-      throw_bad_input(f.where(), "value", f.text("value"), percent ? "a percentage in [0, 100]" : "a non-negative number");
+      throw_bad_input(f.where(), "value", f.text("value"),
+                      percent ? "a percentage in [0, 100]" : "a non-negative number");
     }
     row.notes = f.text("notes");
     for (const auto& earlier : rows) {
@@ -313,13 +319,25 @@ std::vector<MeasuredConfiguration> group_configurations(const std::vector<Measur
   return groups;
 }
 
+nlohmann::json to_json(const MeasuredConfiguration& g) {
+  const MeasurementConfig& c = g.config;
+  nlohmann::json out = {
+      {"source", c.source}, {"run", c.run},     {"hardware", c.hardware}, {"gpus_per_node", c.gpus_per_node},
+      {"nodes", c.nodes},   {"world", c.world}, {"model", c.model},       {"optimizer", c.optimizer},
+      {"ns", c.ns},         {"scope", c.scope}, {"fraction", c.fraction}};
+  out["capacity_factor"] = c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json(nullptr);
+  out["metrics"] = g.metrics;
+  return out;
+}
+
 // ---- H200 anchors -------------------------------------------------------------------------------
 
 Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
-  static const std::vector<std::string> columns = {"what", "world", "shape", "bytes", "scope",
-                                                   "fraction", "value", "unit", "notes"};
+  static const std::vector<std::string> columns = {"what",     "world", "shape", "bytes", "scope",
+                                                   "fraction", "value", "unit",  "notes"};
   const auto records = parse_csv(text, source);
-  if (records.empty() || blank(records[0])) throw_bad_input(source + ":1", "header", "", "the columns " + Header::join(columns));
+  if (records.empty() || blank(records[0]))
+    throw_bad_input(source + ":1", "header", "", "the columns " + Header::join(columns));
   const Header header(records[0], columns, source);
   Anchors anchors;
   for (std::size_t r = 1; r < records.size(); ++r) {
@@ -328,7 +346,8 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
     const std::string what = f.nonempty("what");
     const int line = records[r].line;
     auto expect_unit = [&](const char* unit) {
-      if (f.text("unit") != unit) throw_bad_input(f.where(), "unit", f.text("unit"), std::string("'") + unit + "' for " + what);
+      if (f.text("unit") != unit)
+        throw_bad_input(f.where(), "unit", f.text("unit"), std::string("'") + unit + "' for " + what);
     };
     if (f.text("value").empty()) {
       // A documented non-measurement (e.g. a configuration that failed to compile): kept as a note.
@@ -346,7 +365,8 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
       g.tflops = value;
       char x1 = 0, x2 = 0;
       std::istringstream in(shape);
-      if (!(in >> g.m >> x1 >> g.n >> x2 >> g.k) || x1 != 'x' || x2 != 'x' || !in.eof() || g.m <= 0 || g.n <= 0 || g.k <= 0) {
+      if (!(in >> g.m >> x1 >> g.n >> x2 >> g.k) || x1 != 'x' || x2 != 'x' || !in.eof() || g.m <= 0 || g.n <= 0 ||
+          g.k <= 0) {
         throw_bad_input(f.where(), "shape", shape, "MxNxK with positive integers");
       }
       anchors.gemm.push_back(g);
@@ -359,7 +379,8 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
       c.bytes = f.integer("bytes", 1);
       c.busbw_GBps = value;
       anchors.collectives.push_back(c);
-    } else if (what.rfind("reference_", 0) == 0 && what.size() > 22 && what.substr(what.size() - 12) == "_opt_step_ms") {
+    } else if (what.rfind("reference_", 0) == 0 && what.size() > 22 &&
+               what.substr(what.size() - 12) == "_opt_step_ms") {
       expect_unit("ms");
       ReferenceStepAnchor s;
       s.line = line;
@@ -383,6 +404,8 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
   return anchors;
 }
 
-Anchors read_anchors_csv(const std::filesystem::path& path) { return parse_anchors_csv(read_text(path), path.string()); }
+Anchors read_anchors_csv(const std::filesystem::path& path) {
+  return parse_anchors_csv(read_text(path), path.string());
+}
 
 }  // namespace dionsim::analysis

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,10 +37,10 @@ struct MeasurementConfig {
   int nodes = 0;
   int world = 0;  // = gpus_per_node · nodes (checked)
   std::string model;
-  std::string optimizer;  // "dion2" | "nordion2" (lower-cased)
-  std::string ns;         // Newton–Schulz variant as written ("gram", "gram+triton", …)
-  std::string scope;      // local | global | global_capped
-  double fraction = 0;    // (0, 1]
+  std::string optimizer;                  // "dion2" | "nordion2" (lower-cased)
+  std::string ns;                         // Newton–Schulz variant as written ("gram", "gram+triton", …)
+  std::string scope;                      // local | global | global_capped
+  double fraction = 0;                    // (0, 1]
   std::optional<double> capacity_factor;  // nullopt = "auto"
 
   [[nodiscard]] std::string label() const;  // "run/model/optimizer/scope/f=0.25/w=8"
@@ -70,6 +71,8 @@ struct MeasuredConfiguration {
 };
 // Groups rows by their full configuration (ns included), in order of first appearance.
 [[nodiscard]] std::vector<MeasuredConfiguration> group_configurations(const std::vector<MeasurementRow>& rows);
+// The configuration's columns ("capacity_factor": null for auto) plus "metrics": {name: value}.
+[[nodiscard]] nlohmann::json to_json(const MeasuredConfiguration& configuration);
 
 // ---- H200 anchors -------------------------------------------------------------------------------
 
@@ -77,7 +80,9 @@ struct GemmAnchor {
   std::int64_t m = 0, n = 0, k = 0;  // shape as written "MxNxK"
   double tflops = 0;                 // measured bf16 TFLOP/s
   int line = 0;
-  [[nodiscard]] double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+  [[nodiscard]] double flops() const {
+    return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+  }
   [[nodiscard]] double time_us() const { return flops() / (tflops * 1e12) * 1e6; }
 };
 

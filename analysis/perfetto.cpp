@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <stdexcept>
 #include <map>
+#include <stdexcept>
 
 #include "common/error.hpp"
 
@@ -46,14 +46,18 @@ void TraceWriter::begin_event() {
 
 void TraceWriter::process_name(int pid, std::string_view name) {
   begin_event();
-  out_ << json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", std::string(name)}}}}.dump();
+  out_ << json{{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", std::string(name)}}}}
+              .dump();
   begin_event();
-  out_ << json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}}.dump();
+  out_ << json{{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", pid}}}}
+              .dump();
 }
 
 void TraceWriter::thread_name(int pid, std::int64_t tid, std::string_view name) {
   begin_event();
-  out_ << json{{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", std::string(name)}}}}.dump();
+  out_
+      << json{{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", std::string(name)}}}}
+             .dump();
 }
 
 void TraceWriter::complete(int pid, std::int64_t tid, std::string_view name, std::string_view category, TracePs start,
@@ -98,9 +102,8 @@ std::vector<NestingViolation> nesting_violations(const json& trace) {
   std::vector<NestingViolation> violations;
   for (auto& [lane, spans] : lanes) {
     // Outer spans first at equal starts, so that a stack of open spans sees nesting in order.
-    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
-      return a.start != b.start ? a.start < b.start : a.end > b.end;
-    });
+    std::sort(spans.begin(), spans.end(),
+              [](const Span& a, const Span& b) { return a.start != b.start ? a.start < b.start : a.end > b.end; });
     std::vector<const Span*> open;
     for (const auto& s : spans) {
       while (!open.empty() && open.back()->end <= s.start) open.pop_back();

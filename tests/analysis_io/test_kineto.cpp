@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/kineto.hpp"
@@ -20,7 +21,9 @@ const std::filesystem::path kTraces = std::filesystem::path(DIONSIM_SHARED_DIR) 
 // Spec §3.5 for gpt-2048x4 (per layer 4×(2048,2048), (8192,2048), (2048,8192); 4 layers), row
 // sharding, world w: global sends Np·pl·C·2 per direction, local Np·k·C·2 with k = ceil(f·pl).
 std::int64_t spec_a2a_bytes(bool global, int w, double f) {
-  struct Group { std::int64_t n, rows, cols; };
+  struct Group {
+    std::int64_t n, rows, cols;
+  };
   const Group groups[] = {{16, 2048, 2048}, {4, 8192, 2048}, {4, 2048, 8192}};
   std::int64_t total = 0;
   for (const auto& g : groups) {
@@ -36,20 +39,31 @@ std::int64_t spec_a2a_bytes(bool global, int w, double f) {
 json kernel(const std::string& name, double ts, double dur, int corr, int stream = 7, json extra = json::object()) {
   json args = {{"correlation", corr}, {"stream", stream}, {"device", 0}, {"External id", corr + 1000}};
   args.update(extra);
-  return {{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", 0}, {"tid", stream},
-          {"ts", ts}, {"dur", dur}, {"args", args}};
+  return {{"ph", "X"},     {"cat", "kernel"}, {"name", name}, {"pid", 0},
+          {"tid", stream}, {"ts", ts},        {"dur", dur},   {"args", args}};
 }
 json launch(double ts, int corr, int tid = 100) {
-  return {{"ph", "X"}, {"cat", "cuda_runtime"}, {"name", "cudaLaunchKernel"}, {"pid", 100}, {"tid", tid},
-          {"ts", ts}, {"dur", 2.0}, {"args", {{"correlation", corr}}}};
+  return {{"ph", "X"},
+          {"cat", "cuda_runtime"},
+          {"name", "cudaLaunchKernel"},
+          {"pid", 100},
+          {"tid", tid},
+          {"ts", ts},
+          {"dur", 2.0},
+          {"args", {{"correlation", corr}}}};
 }
-json cpu(const std::string& cat, const std::string& name, double ts, double dur, int tid = 100, json args = json::object()) {
-  return {{"ph", "X"}, {"cat", cat}, {"name", name}, {"pid", 100}, {"tid", tid}, {"ts", ts}, {"dur", dur}, {"args", args}};
+json cpu(const std::string& cat, const std::string& name, double ts, double dur, int tid = 100,
+         json args = json::object()) {
+  return {{"ph", "X"},  {"cat", cat}, {"name", name}, {"pid", 100},
+          {"tid", tid}, {"ts", ts},   {"dur", dur},   {"args", args}};
 }
 
 json nccl_args(const std::string& coll, std::int64_t nelems, const std::string& dtype = "BFloat16") {
-  return {{"Collective name", coll}, {"In msg nelems", nelems}, {"Out msg nelems", nelems},
-          {"Group size", 2}, {"dtype", dtype}};
+  return {{"Collective name", coll},
+          {"In msg nelems", nelems},
+          {"Out msg nelems", nelems},
+          {"Group size", 2},
+          {"dtype", dtype}};
 }
 
 // A hand-written trace in the schema torch.profiler emits: one training iteration (forward,
@@ -61,7 +75,8 @@ json small_trace() {
   ev.push_back(cpu("user_annotation", "ProfilerStep#5", 0, 1000));
   // forward: an mm op launching a GEMM
   ev.push_back(cpu("cpu_op", "aten::mm", 10, 20, 100,
-                   {{"External id", 1001}, {"Input Dims", json::array({json::array({128, 256}), json::array({256, 64})})},
+                   {{"External id", 1001},
+                    {"Input Dims", json::array({json::array({128, 256}), json::array({256, 64})})},
                     {"Input type", json::array({"c10::BFloat16", "c10::BFloat16"})}}));
   ev.push_back(launch(15, 1));
   ev.push_back(kernel("nvjet_sm90_tst_128x128_64x6_2x1_v_bz_NNT", 40, 10, 1));
@@ -92,8 +107,10 @@ json small_trace() {
   // noise that must be ignored: flows, instants, CPU ops
   ev.push_back({{"ph", "s"}, {"id", 4}, {"pid", 100}, {"tid", 100}, {"ts", 410}, {"cat", "ac2g"}, {"name", "ac2g"}});
   ev.push_back({{"ph", "i"}, {"s", "g"}, {"name", "Record Window End"}, {"pid", ""}, {"tid", ""}, {"ts", 2000}});
-  return {{"schemaVersion", 1}, {"distributedInfo", {{"rank", 1}, {"world_size", 2}}},
-          {"deviceProperties", json::array({{{"id", 0}, {"name", "NVIDIA H200"}}})}, {"traceEvents", ev}};
+  return {{"schemaVersion", 1},
+          {"distributedInfo", {{"rank", 1}, {"world_size", 2}}},
+          {"deviceProperties", json::array({{{"id", 0}, {"name", "NVIDIA H200"}}})},
+          {"traceEvents", ev}};
 }
 
 std::filesystem::path temp_file(const std::string& name, const std::string& bytes) {
@@ -221,7 +238,8 @@ TEST_CASE("bad traces fail with an InputError naming the file", "[kineto]") {
 TEST_CASE("shared H200 traces: a2a payload equals the spec's byte formula", "[kineto][shared]") {
   for (const bool global : {true, false}) {
     for (const int rank : {0, 1}) {
-      const auto path = kTraces / ("trace_" + std::string(global ? "global" : "local") + "_rank" + std::to_string(rank) + ".json.gz");
+      const auto path =
+          kTraces / ("trace_" + std::string(global ? "global" : "local") + "_rank" + std::to_string(rank) + ".json.gz");
       const KinetoTrace t = read_kineto_trace(path);
       INFO(path.string());
       CHECK(t.rank == rank);
@@ -248,4 +266,32 @@ TEST_CASE("shared H200 traces: a2a payload equals the spec's byte formula", "[ki
   }
   CHECK(spec_a2a_bytes(true, 2, 0.25) == 402'653'184);
   CHECK(spec_a2a_bytes(false, 2, 0.25) == 100'663'296);
+}
+
+TEST_CASE("shared H200 traces across ranks: all-to-all transfer time without the wait", "[kineto][shared]") {
+  // Reference values: the same rule (per all-to-all, in launch order, the shorter duration of the
+  // two ranks) computed by an independent Python reading of the trace files.
+  const std::map<std::string, std::vector<double>> expected_ms = {{"global", {0.745217, 0.743488, 0.747583}},
+                                                                  {"local", {0.207839, 0.211007, 0.210657}}};
+  for (const auto& [scope, transfer] : expected_ms) {
+    INFO(scope);
+    const std::vector<KinetoTrace> traces = {read_kineto_trace(kTraces / ("trace_" + scope + "_rank0.json.gz")),
+                                             read_kineto_trace(kTraces / ("trace_" + scope + "_rank1.json.gz"))};
+    const auto steps = reduce_across_ranks(traces);
+    REQUIRE(steps.size() == 3);
+    for (std::size_t s = 0; s < 3; ++s) {
+      CHECK(steps[s].ranks == 2);
+      CHECK(steps[s].a2a_transfer_ms == Approx(transfer[s]).margin(2e-5));
+      CHECK(steps[s].a2a_payload_bytes == spec_a2a_bytes(scope == "global", 2, 0.25));
+      CHECK(steps[s].a2a_algbw_GBps ==
+            Approx(static_cast<double>(steps[s].a2a_payload_bytes) / (transfer[s] * 1e6)).epsilon(1e-4));
+      // One rank waited for the other for most of its all-to-all time.
+      CHECK(steps[s].a2a_wait_ms_max > 5 * steps[s].a2a_transfer_ms);
+    }
+    CHECK_THROWS_WITH(reduce_across_ranks({traces[0], traces[0]}),
+                      Catch::Contains("rank: got '0', expected one trace per rank"));
+  }
+  const std::vector<KinetoTrace> mixed = {read_kineto_trace(kTraces / "trace_global_rank0.json.gz"),
+                                          read_kineto_trace(kTraces / "trace_local_rank1.json.gz")};
+  CHECK_THROWS_WITH(reduce_across_ranks(mixed), Catch::Contains("step 0 all-to-alls: got '6 sending 100663296 B'"));
 }

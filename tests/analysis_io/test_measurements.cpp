@@ -12,7 +12,8 @@ namespace {
 
 const std::filesystem::path kData = std::filesystem::path(DIONSIM_SHARED_DIR) / "data";
 const std::string kHeader =
-    "source,run,hardware,gpus_per_node,nodes,world,model,optimizer,ns,scope,fraction,capacity_factor,metric,value,unit,notes\n";
+    "source,run,hardware,gpus_per_node,nodes,world,model,optimizer,ns,scope,fraction,capacity_factor,metric,value,unit,"
+    "notes\n";
 
 std::string error_of(const std::string& text) {
   try {
@@ -33,7 +34,8 @@ TEST_CASE("CSV records: quotes, escaped quotes, embedded commas and newlines, CR
   CHECK(r[1].line == 2);
   CHECK(r[2].line == 4);
   CHECK(r[2].fields == std::vector<std::string>{"last", "", ""});
-  CHECK_THROWS_WITH(parse_csv("a,\"open\n", "t.csv"), Catch::Contains("t.csv:1: quoted field") && Catch::Contains("closing double quote"));
+  CHECK_THROWS_WITH(parse_csv("a,\"open\n", "t.csv"),
+                    Catch::Contains("t.csv:1: quoted field") && Catch::Contains("closing double quote"));
 }
 
 TEST_CASE("seed measurements: every row typed, configurations grouped", "[measurements][shared]") {
@@ -70,8 +72,10 @@ TEST_CASE("seed measurements: every row typed, configurations grouped", "[measur
 TEST_CASE("measurement CSV errors name file, line, column, value and expectation", "[measurements]") {
   const std::string ok_row = "s,r,H100,4,1,4,seed-5120x8,NorDion2,gram,local,0.25,auto,a2a_ms,4.1,ms,n\n";
   CHECK(parse_measurement_csv(kHeader + ok_row, "m.csv").size() == 1);
-  CHECK_THAT(error_of("source,run,metric,value\n"), Catch::Contains("m.csv:1: header") && Catch::Contains("expected the column 'hardware'"));
-  CHECK_THAT(error_of(kHeader.substr(0, kHeader.size() - 1) + ",extra\n"), Catch::Contains("m.csv:1: header: got 'extra'"));
+  CHECK_THAT(error_of("source,run,metric,value\n"),
+             Catch::Contains("m.csv:1: header") && Catch::Contains("expected the column 'hardware'"));
+  CHECK_THAT(error_of(kHeader.substr(0, kHeader.size() - 1) + ",extra\n"),
+             Catch::Contains("m.csv:1: header: got 'extra'"));
   CHECK(error_of(kHeader + "s,r,H100,4,1,4,m,NorDion2,gram,local,0.25,auto,a2a_furlongs,4.1,ms,n\n")
             .starts_with("m.csv:2: metric: got 'a2a_furlongs', expected one of step_wall_ms"));
   CHECK(error_of(kHeader + "s,r,H100,4,1,4,m,NorDion2,gram,local,0.25,auto,a2a_ms,fast,ms,n\n") ==
@@ -94,8 +98,9 @@ TEST_CASE("measurement CSV errors name file, line, column, value and expectation
         "m.csv:2: row: got '15 fields', expected 16 fields like the header");
   CHECK(error_of(kHeader + ok_row + ok_row) ==
         "m.csv:3: metric: got 'a2a_ms', expected each metric once per configuration (first at line 2)");
-  CHECK(error_of("") == "m.csv:1: header: got '', expected the columns source,run,hardware,gpus_per_node,nodes,world,"
-                        "model,optimizer,ns,scope,fraction,capacity_factor,metric,value,unit,notes");
+  CHECK(error_of("") ==
+        "m.csv:1: header: got '', expected the columns source,run,hardware,gpus_per_node,nodes,world,"
+        "model,optimizer,ns,scope,fraction,capacity_factor,metric,value,unit,notes");
   CHECK_THROWS_AS(read_measurement_csv("/nonexistent.csv"), IoError);
 }
 
@@ -114,7 +119,7 @@ TEST_CASE("H200 anchors: GEMM, collectives and reference step times typed", "[me
   CHECK(a2a_1m.op == "all_to_all");
   CHECK(a2a_1m.world == 2);
   CHECK(a2a_1m.bytes == 1048576);
-  CHECK(a2a_1m.time_us() == Approx(97.0).epsilon(0.01));    // "time 0.097 ms"
+  CHECK(a2a_1m.time_us() == Approx(97.0).epsilon(0.01));  // "time 0.097 ms"
   CHECK(a.collectives[9].op == "all_gather");
   CHECK(a.collectives[9].time_us() == Approx(2062.0).epsilon(0.01));  // "time 2.062 ms"
   const ReferenceStepAnchor& first = a.reference_steps[0];
@@ -138,7 +143,8 @@ TEST_CASE("anchor CSV errors", "[measurements]") {
     }
     return std::string("no error");
   };
-  CHECK(err("gemm_bf16,1,8192x8192,,,,775.4,TFLOP/s,n\n") == "a.csv:2: shape: got '8192x8192', expected MxNxK with positive integers");
+  CHECK(err("gemm_bf16,1,8192x8192,,,,775.4,TFLOP/s,n\n") ==
+        "a.csv:2: shape: got '8192x8192', expected MxNxK with positive integers");
   CHECK(err("gemm_bf16,1,8x8x8,,,,775.4,GB/s,n\n") == "a.csv:2: unit: got 'GB/s', expected 'TFLOP/s' for gemm_bf16");
   CHECK(err("alltoall_busbw,1,,1024,,,5.4,GB/s,n\n") == "a.csv:2: world: got '1', expected an integer >= 2");
   CHECK_THAT(err("teleport_busbw,2,,1024,,,5.4,GB/s,n\n"), Catch::StartsWith("a.csv:2: what: got 'teleport_busbw'"));

@@ -81,7 +81,7 @@ TEST_CASE("partial overlaps on one thread are reported, on different threads the
     w.complete(0, 0, "a", "k", TracePs{0}, TracePs{10'000'000});
     w.complete(0, 0, "b", "k", TracePs{5'000'000}, TracePs{10'000'000});  // overlaps a partially
     w.complete(0, 1, "c", "k", TracePs{5'000'000}, TracePs{10'000'000});  // another stream
-  }  // destructor closes the JSON
+  }                                                                       // destructor closes the JSON
   const auto violations = nesting_violations(read_json(path));
   REQUIRE(violations.size() == 1);
   CHECK(violations[0].tid == 0);
