@@ -2,11 +2,13 @@
 // every configuration of a sweep. Logic: sim/whatif.hpp (configurations, runs), sim/step_program.hpp,
 // sim/kernel_model.hpp, sim/training_model.hpp; traces via analysis/perfetto.hpp.
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
+#include "analysis/fit_calibration.hpp"
 #include "analysis/perfetto.hpp"
 #include "analysis/store.hpp"
 #include "common/error.hpp"
@@ -71,6 +73,20 @@ std::string shortest_number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", v);
   return buf;
+}
+
+// A `dionsim calibrate` file (schema_version) or a kernel calibration (schema).
+sim::KernelCalibration load_calibration(const std::string& path, const sim::Hardware& hw, const CommonOptions& common) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path + ": cannot open the calibration file");
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
+  const auto fitted = analysis::read_calibration(path);  // strict: other versions, unknown keys
+  std::map<std::string, double> values;
+  for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
+  auto cal = sim::kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  for (const auto& name : cal.unused_parameters) log(common, path + ": " + name + " is not used by whatif");
+  return cal;
 }
 
 }  // namespace
@@ -138,8 +154,9 @@ int run_whatif(std::span<const std::string> args) {
   }
   const auto inventory = opt::load_inventory(model);
   sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
-  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}};
-  if (!calibration.empty()) cal = sim::load_kernel_calibration(calibration, hw);
+  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}};
+  if (!calibration.empty()) cal = load_calibration(calibration, hw, common);
+  study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
   base.hardware = cal.config.hardware.name;
   base.calibration = calibration;
   const sim::KernelModel kernels(cal.config, cal.measured);

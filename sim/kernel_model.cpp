@@ -234,14 +234,19 @@ DurationNs KernelModel::roofline_ns(const KernelQuery& q) const {
   const auto& hw = config_.hardware;
   double seconds = 0.0;
   if (q.gemm_flops > 0.0) {
-    seconds = q.gemm_flops / (hw.peak_bf16_TFLOPs * 1e12 * gemm_efficiency(q));
+    const auto measured = config_.TFLOPs_by_kernel.find(q.kernel);
+    const double flops_per_s = measured != config_.TFLOPs_by_kernel.end() ? measured->second * 1e12
+                                                                         : hw.peak_bf16_TFLOPs * 1e12 * gemm_efficiency(q);
+    seconds = q.gemm_flops / flops_per_s;
   }
   if (q.hbm_bytes > 0) {
     const auto it = config_.hbm_efficiency_by_kernel.find(q.kernel);
     const double eff = it != config_.hbm_efficiency_by_kernel.end() ? it->second : hw.hbm_efficiency;
     seconds = std::max(seconds, static_cast<double>(q.hbm_bytes) / (hw.hbm_GBps * 1e9 * eff));
   }
-  seconds += static_cast<double>(q.launches) * hw.launch_gap_us * 1e-6;
+  const auto gap = config_.launch_gap_us_by_kernel.find(q.kernel);
+  const double gap_us = gap != config_.launch_gap_us_by_kernel.end() ? gap->second : hw.launch_gap_us;
+  seconds += static_cast<double>(q.launches) * gap_us * 1e-6;
   return std::llround(seconds * 1e9);
 }
 

@@ -114,6 +114,11 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
             c.fabric = fabric;
             c.nodes = static_cast<int>(nodes);
             c.gpus_per_node = gpn;
+            if (!c.alltoall_algbw_GBps) {
+              if (const auto it = s.alltoall_algbw_GBps_by_world.find(c.world()); it != s.alltoall_algbw_GBps_by_world.end()) {
+                c.alltoall_algbw_GBps = it->second;
+              }
+            }
             out.push_back(std::move(c));
           }
         }

@@ -5,6 +5,7 @@
 // optimizer step of the plan on two streams per rank (step_program.hpp); all ranks of a uniform
 // plan behave alike, so one rank's timeline is simulated and stands for every rank.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,6 +56,9 @@ struct WhatifStudy {
   std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only
   std::vector<std::int64_t> nodes;
   std::vector<topo::FabricSpec> fabrics;
+  // Measured all-to-all algbw by world size (a calibration): pins the all-to-alls of those
+  // configurations unless base.alltoall_algbw_GBps pins all of them.
+  std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;
 };
 // Validates every axis and value before anything runs (UsageError naming the flag: an empty
 // axis, a fraction outside (0, 1], a capacity factor < 1, GPUs per node that do not divide the

@@ -96,4 +96,38 @@ KernelCalibration load_kernel_calibration(const std::string& path, const Hardwar
   return parse_kernel_calibration(ss.str(), path, base);
 }
 
+KernelCalibration kernel_calibration_from_parameters(const std::string& name, const std::string& hardware_label,
+                                                     const std::map<std::string, double>& parameters,
+                                                     const Hardware& base) {
+  // "H200" / "NVIDIA H200" vs preset "h200"; "H100 …" vs "h100-sxm".
+  std::string label;
+  for (char c : hardware_label) label.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const std::string gpu = base.name.substr(0, base.name.find('-'));  // "h100", "h200"
+  if (!label.empty() && label.find(gpu) == std::string::npos) {
+    throw_bad_usage("--hardware", base.name, "the GPU the calibration '" + name + "' was measured on (" +
+                                                 hardware_label + ")");
+  }
+  KernelCalibration cal;
+  cal.name = name;
+  cal.config = default_kernel_model_config(base);
+  for (const auto& [key, value] : parameters) {
+    if (key == "ns_gemm_isolated_tflops") {
+      if (!(value > 0.0)) throw_bad_input(name, key, std::to_string(value), "a positive throughput");
+      cal.config.TFLOPs_by_kernel["ns_gemm"] = value;
+    } else if (key == "ns_gemm_isolated_overhead_us") {
+      if (!(value >= 0.0)) throw_bad_input(name, key, std::to_string(value), "an overhead >= 0");
+      cal.config.launch_gap_us_by_kernel["ns_gemm"] = value;
+    } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") && key.find("kernel") == std::string::npos) {
+      const std::string world = key.substr(17, key.size() - 17 - 11);
+      if (world.empty() || world.find_first_not_of("0123456789") != std::string::npos || !(value > 0.0)) {
+        throw_bad_input(name, key, std::to_string(value), "nccl_all_to_all_w<WORLD>_algbw_GBps with a positive value");
+      }
+      cal.alltoall_algbw_GBps_by_world[std::stoll(world)] = value;
+    } else {
+      cal.unused_parameters.push_back(key);
+    }
+  }
+  return cal;
+}
+
 }  // namespace dionsim::sim

@@ -15,7 +15,10 @@
 //
 // `size` is FLOPs for GEMM classes (name contains "gemm") and HBM bytes for the others, as in
 // KernelModel. Unknown keys are errors; every error names the file and the key.
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "sim/kernel_model.hpp"
 
@@ -27,6 +30,8 @@ struct KernelCalibration {
   std::string name;
   KernelModelConfig config;
   MeasuredKernelTimes measured;
+  std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;  // measured all-to-alls, by world size
+  std::vector<std::string> unused_parameters;                     // of a `dionsim calibrate` file
 };
 
 // `base` is the preset the file's overrides apply to (unless the file names its own "hardware").
@@ -34,5 +39,18 @@ struct KernelCalibration {
 [[nodiscard]] KernelCalibration load_kernel_calibration(const std::string& path, const Hardware& base);
 [[nodiscard]] KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where,
                                                          const Hardware& base);
+
+// The fitted parameters of a `dionsim calibrate` file (analysis/fit_calibration.hpp, read by the
+// caller) as a kernel calibration. `hardware_label` ("H200", "NVIDIA H200", "H100") must name the
+// same GPU as `base` (UsageError naming --hardware otherwise). Used parameters:
+//   ns_gemm_isolated_tflops -> TFLOPs_by_kernel["ns_gemm"] (NS GEMMs at the traced throughput),
+//   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
+//   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
+// Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
+// in unused_parameters.
+[[nodiscard]] KernelCalibration kernel_calibration_from_parameters(const std::string& name,
+                                                                   const std::string& hardware_label,
+                                                                   const std::map<std::string, double>& parameters,
+                                                                   const Hardware& base);
 
 }  // namespace dionsim::sim

@@ -230,3 +230,33 @@ TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
   CHECK(cal.config.hardware.hbm_efficiency == 0.7);
   CHECK(cal.measured.lookup("pack", 1e6) == 10'000);
 }
+
+TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pin all-to-alls", "[whatif]") {
+  const auto h200 = hardware_preset("h200", "--hardware");
+  const std::map<std::string, double> params{{"ns_gemm_isolated_tflops", 750.0},
+                                             {"ns_gemm_isolated_overhead_us", 3.0},
+                                             {"nccl_all_to_all_w16_algbw_GBps", 100.0},
+                                             {"gemm_bf16_tflops", 737.9}};
+  const auto cal = kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
+  CHECK(cal.unused_parameters == std::vector<std::string>{"gemm_bf16_tflops"});
+  const KernelModel model(cal.config, cal.measured);
+  // 7.5e12 FLOPs at 750 TFLOP/s = 10 ms, + 2 launches x 3 us
+  CHECK(model.time_ns({"ns_gemm", 7.5e12, 0, 2, 1280, 5120}) == 10'006'000);
+  // other GEMM-free kernels keep the preset
+  CHECK(model.time_ns({"pack", 0, 4'800'000'000, 1, 0, 0}) ==
+        std::llround(1e6 / h200.hbm_efficiency + h200.launch_gap_us * 1e3));
+  // world 16 all-to-alls are pinned, others are not
+  auto study = seed_study();
+  study.nodes = {1, 2};
+  study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
+  const auto configs = expand(study);
+  for (const auto& c : configs) {
+    CHECK(c.alltoall_algbw_GBps.has_value() == (c.world() == 16));
+  }
+  const auto r = run_whatif(configs.back(), opt::seed_5120x8(), model);  // global_capped, 2 nodes
+  CHECK(r.opt.a2a_ns == Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
+  // a calibration measured on another GPU is refused
+  CHECK_THROWS_AS(kernel_calibration_from_parameters("traces", "NVIDIA H200", params,
+                                                     hardware_preset("h100-sxm", "--hardware")),
+                  UsageError);
+}
