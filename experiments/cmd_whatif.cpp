@@ -69,10 +69,21 @@ analysis::RunRecord record_of(const sim::WhatifResult& r, const nlohmann::json& 
   return rec;
 }
 
-std::string shortest_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
+// Measured bf16 GEMMs of this GPU in the database replace the compiled-in anchors.
+void use_db_gemms(const analysis::Database& db, sim::KernelCalibration& cal, const CommonOptions& common) {
+  std::string gpu = cal.config.hardware.name.substr(0, cal.config.hardware.name.find('-'));
+  for (auto& c : gpu) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::vector<sim::GemmAnchor> anchors;
+  for (const auto& label : {gpu, "NVIDIA " + gpu}) {
+    for (const auto& t : db.kernel_timings(label, "gemm", "bf16")) {
+      anchors.push_back(sim::gemm_anchor_from_timing(t.m, t.n, t.k, t.batch, t.time_us));
+    }
+  }
+  if (anchors.empty()) return;
+  cal.config.gemm_anchors = anchors;
+  cal.config.anchors_peak_TFLOPs = cal.config.hardware.peak_bf16_TFLOPs;
+  cal.name += "+db-gemms(" + std::to_string(anchors.size()) + ")";
+  log(common, common.db + ": GEMM efficiency from " + std::to_string(anchors.size()) + " measured " + gpu + " GEMMs");
 }
 
 // A `dionsim calibrate` file (schema_version) or a kernel calibration (schema).
@@ -99,6 +110,7 @@ int run_whatif(std::span<const std::string> args) {
   std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped", fractions = "0.25";
   std::string capacities = "auto", nodes = "1", fabrics = "h100-ndr400", hardware = "h100-sxm", calibration;
   std::string trace_out, trace_ranks, nic_list;
+  sim::FabricOverrides overrides;
   int gpus_per_node = 8;
   double fwd_bwd_ms = -1, mfu = -1, algbw = -1, host_launch_us = 0;
   std::int64_t tokens_per_gpu = 16384;
@@ -113,6 +125,9 @@ int run_whatif(std::span<const std::string> args) {
       ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
       ("fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")
       ("nic-GBps", po::value(&nic_list), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")
+      ("nvlink-GBps", po::value<double>()->notifier([&](double v) { overrides.nvlink_GBps = v; }), "override NVLink GB/s per GPU")
+      ("oversubscription", po::value<double>()->notifier([&](double v) { overrides.oversubscription = v; }), "override leaf oversubscription")
+      ("latency-us", po::value<double>()->notifier([&](double v) { overrides.latency_us = v; }), "override NVLink and NIC latency")
       ("alltoall-algbw-GBps", po::value(&algbw), "pin every all-to-all to this nccl-tests algbw (GB/s)")
       ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
       ("calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")
@@ -143,28 +158,21 @@ int run_whatif(std::span<const std::string> args) {
     study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
   }
   study.nodes = parse_int_list(nodes, "--nodes");
-  for (const auto& f : split_list(fabrics, "--fabric")) {
-    const auto spec = sim::resolve_fabric(f, gpus_per_node);
-    if (nic_list.empty()) study.fabrics.push_back(spec);
-    for (double nic : nic_list.empty() ? std::vector<double>{} : parse_double_list(nic_list, "--nic-GBps")) {
-      study.fabrics.push_back(spec);
-      study.fabrics.back().nic_GBps = nic;  // validated with the fabric by sim::expand
-      study.fabrics.back().name += "@" + shortest_number(nic);
-    }
-  }
+  study.fabrics = sim::resolve_fabrics(fabrics, nic_list, overrides, gpus_per_node);
   const auto inventory = opt::load_inventory(model);
   sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
   sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}};
   if (!calibration.empty()) cal = load_calibration(calibration, hw, common);
+  std::optional<analysis::Database> db;
+  if (!common.db.empty()) db = analysis::Database::open(common.db);
+  if (db) use_db_gemms(*db, cal, common);
   study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
   base.hardware = cal.config.hardware.name;
-  base.calibration = calibration;
+  base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
   const sim::KernelModel kernels(cal.config, cal.measured);
   const auto configs = sim::expand(study);
   if (!trace_ranks.empty()) (void)sim::trace_ranks(trace_ranks, configs.front().world());
 
-  std::optional<analysis::Database> db;
-  if (!common.db.empty()) db = analysis::Database::open(common.db);
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
   if (!common.json) std::cout << sim::table_header() << '\n';

@@ -126,6 +126,17 @@ std::vector<GemmAnchor> h200_gemm_anchors() {
           {5120, 5120, 5120, 701.0}, {2560, 2560, 5120, 580.7}, {1280, 1280, 20480, 644.6}};
 }
 
+GemmAnchor gemm_anchor_from_timing(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                                   double time_us) {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || !(time_us > 0.0)) {
+    throw_bad_input("kernel_timings", "gemm", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
+                    "positive dimensions, batch and time");
+  }
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                       static_cast<double>(batch);
+  return {m, n, k, flops / (time_us * 1e-6) / 1e12};  // the batch runs at the rate of its GEMMs
+}
+
 GemmEfficiency::GemmEfficiency(const std::vector<GemmAnchor>& anchors, double anchor_peak_TFLOPs) {
   if (anchors.empty() || !(anchor_peak_TFLOPs > 0.0)) {
     throw InputError("GEMM efficiency: need at least one anchor and a positive peak");

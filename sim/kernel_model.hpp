@@ -46,6 +46,11 @@ struct GemmAnchor {
 // without the shared folder (a test checks they equal the file).
 [[nodiscard]] std::vector<GemmAnchor> h200_gemm_anchors();
 
+// A measured GEMM (the DB's kernel_timings: (m × k)·(k × n) batched `batch` times in `time_us`)
+// as an anchor: TFLOP/s = 2·m·n·k·batch / time.
+[[nodiscard]] GemmAnchor gemm_anchor_from_timing(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
+                                                 double time_us);
+
 // GEMM efficiency (achieved / peak) vs the FLOPs of one GEMM: piecewise linear in log(FLOPs)
 // through the anchors (anchors of equal FLOPs averaged), constant beyond the ends.
 class GemmEfficiency {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/parse.hpp"
 #include "topologies/topology_file.hpp"
 
 namespace dionsim::sim {
@@ -233,6 +234,25 @@ topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_
                     std::to_string(*file.gpus_per_node) + " as " + preset_or_file + " says");
   }
   return file.spec;
+}
+
+std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
+                                              const FabricOverrides& o, int gpus_per_node) {
+  std::vector<topo::FabricSpec> out;
+  const auto nics = nic_GBps.empty() ? std::vector<double>{} : parse_double_list(nic_GBps, "--nic-GBps");
+  for (const auto& f : split_list(fabrics, "--fabric")) {
+    auto spec = resolve_fabric(f, gpus_per_node);
+    if (o.nvlink_GBps) spec.nvlink_GBps = *o.nvlink_GBps;
+    if (o.oversubscription) spec.oversubscription = *o.oversubscription;
+    if (o.latency_us) spec.nvlink_latency_us = spec.nic_latency_us = *o.latency_us;
+    if (nics.empty()) out.push_back(spec);
+    for (double nic : nics) {
+      out.push_back(spec);
+      out.back().nic_GBps = nic;  // validated with the fabric by expand()
+      out.back().name += "@" + shortest(nic);
+    }
+  }
+  return out;
 }
 
 std::string table_header() {

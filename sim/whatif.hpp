@@ -86,6 +86,15 @@ struct WhatifResult {
 // gpus_per_node must agree with `gpus_per_node`. Throws UsageError/InputError.
 [[nodiscard]] topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node);
 
+// The fabric axis of a sweep: `fabrics` (comma list of presets / TOML files) × `nic_GBps` (comma
+// list, "" = keep each fabric's NIC), then the overrides (when set) applied to every fabric.
+// Overridden fabrics are named "<fabric>@<nic GBps>" so table rows stay distinguishable.
+struct FabricOverrides {
+  std::optional<double> nvlink_GBps, oversubscription, latency_us;
+};
+[[nodiscard]] std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
+                                                            const FabricOverrides& overrides, int gpus_per_node);
+
 // The human table: a header line and one fixed-width row per result.
 [[nodiscard]] std::string table_header();
 [[nodiscard]] std::string table_row(const WhatifResult& result);

@@ -79,3 +79,16 @@ TEST_CASE("kernel model bad input", "[kernel_model]") {
   config.hardware.hbm_efficiency = 1.5;
   CHECK_THROWS_AS(KernelModel(config), InputError);
 }
+
+TEST_CASE("a measured GEMM timing becomes an anchor", "[kernel_model]") {
+  // 8192^3 in 1.418 ms = 775.4 TFLOP/s; a batch of 4 in 4x the time runs at the same rate
+  const auto a = gemm_anchor_from_timing(8192, 8192, 8192, 1, 2.0 * 8192.0 * 8192 * 8192 / 775.4e12 * 1e6);
+  CHECK(a.TFLOPs == Approx(775.4));
+  const auto b = gemm_anchor_from_timing(1280, 1280, 5120, 4, 4 * 2.0 * 1280.0 * 1280 * 5120 / 475e12 * 1e6);
+  CHECK(b.TFLOPs == Approx(475.0));
+  CHECK(b.m == 1280);
+  CHECK_THROWS_AS(gemm_anchor_from_timing(0, 1, 1, 1, 1.0), InputError);
+  // anchors from timings drive the efficiency curve like the CSV's
+  const GemmEfficiency eff({a, b}, 989.4);
+  CHECK(eff.at_flops(2.0 * 8192.0 * 8192 * 8192) == Approx(775.4 / 989.4));
+}
