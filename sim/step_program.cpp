@@ -6,6 +6,8 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "sim/engine.hpp"
+#include "sim/streams.hpp"
 
 namespace dionsim::sim {
 
@@ -96,10 +98,114 @@ DurationNs host_cost_ns(double host_launch_us, std::int64_t launches) {
   return std::llround(host_launch_us * 1e3 * static_cast<double>(launches));
 }
 
+
+// Totals and exposure from the events (both schedulers fill `events` the same way).
+void summarize(OptimizerStepResult& r, DurationNs host_end) {
+  std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
+  DurationNs end = host_end;
+  for (const auto& e : r.events) {
+    const DurationNs stop = e.start_ns + e.duration_ns;
+    end = std::max(end, stop);
+    if (e.duration_ns > 0) (e.stream == StreamKind::compute ? compute_iv : comm_iv).emplace_back(e.start_ns, stop);
+  }
+  r.wall_ns = end;
+  r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
+}
+
+void add_kernel_totals(OptimizerStepResult& r, const StepEvent& e) {
+  r.gpu_busy_ns += e.duration_ns;
+  (e.name == "ns_gemm" ? r.ns_gemm_ns : r.non_gemm_ns) += e.duration_ns;
+  r.launches += e.launches;
+}
+
+void add_collective_totals(OptimizerStepResult& r, const StepEvent& e, opt::CollectiveKind kind) {
+  r.comm_ns += e.duration_ns;
+  r.collectives += 1;
+  r.launches += 1;
+  if (kind == opt::CollectiveKind::all_to_all) {
+    r.a2a_ns += e.duration_ns;
+    r.a2a_bytes += e.bytes;
+  } else {
+    r.allgather_ns += e.duration_ns;
+    r.allgather_bytes += e.bytes;
+  }
+}
+
+KernelQuery query(const opt::GroupPlan& group, const opt::KernelWork& k) {
+  const bool ns = k.kernel == "ns_gemm";
+  return {k.kernel, k.gemm_flops, k.hbm_bytes, k.launches, ns ? group.ns_rows : 0, ns ? group.ns_cols : 0};
+}
+
+std::vector<int> phase_counts(const opt::Plan& plan) {
+  std::vector<int> phases;
+  for (const auto& g : plan.groups) phases.push_back(static_cast<int>(g.phases.size()));
+  return phases;
+}
+
 }  // namespace
 
 OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                             const CollectiveTimer& collectives, const StepProgramOptions& options) {
+  const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
+  Engine engine;
+  StreamProgram program(engine, 1);  // rank 0 stands for every rank
+  struct Pending {
+    OpId op;
+    StepEvent event;
+    opt::CollectiveKind kind;
+  };
+  std::vector<Pending> pending;
+  std::vector<std::int64_t> last_collective(plan.groups.size(), -1);  // OpId by task
+  std::int64_t last_compute = -1;
+  DurationNs host = 0;
+  for (const auto& [task, phase_index] : order) {
+    const auto& group = plan.groups[static_cast<std::size_t>(task)];
+    const auto& phase = group.phases[static_cast<std::size_t>(phase_index)];
+    const std::int64_t prev = last_collective[static_cast<std::size_t>(task)];
+    bool first = true;
+    for (const auto& k : phase.kernels) {
+      host += host_cost_ns(options.host_launch_us, k.launches);
+      const DurationNs d = kernels.time_ns(query(group, k));
+      std::vector<OpId> deps;
+      if (first && prev >= 0) deps.push_back(static_cast<OpId>(prev));  // stream-wait on the collective
+      first = false;
+      const OpId id = program.compute(0, SimTime::ns(d), k.kernel, deps, SimTime::ns(host));
+      last_compute = id;
+      pending.push_back({id, {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops,
+                              k.launches}, opt::CollectiveKind::none});
+    }
+    const auto& c = phase.collective;
+    if (c.kind == opt::CollectiveKind::none) continue;
+    host += host_cost_ns(options.host_launch_us, 1);
+    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
+    // The collective waits for everything issued on the compute stream so far (an event recorded
+    // there) and for its task's previous collective (stream order of the one collective stream).
+    std::vector<OpId> deps;
+    if (last_compute >= 0) deps.push_back(static_cast<OpId>(last_compute));
+    if (prev >= 0) deps.push_back(static_cast<OpId>(prev));
+    const OpId id = program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps,
+                                             SimTime::ns(host));
+    last_collective[static_cast<std::size_t>(task)] = id;
+    pending.push_back({id, {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
+  }
+  program.run();
+  OptimizerStepResult r;
+  for (auto& p : pending) {
+    const auto& rec = program.op(p.op);
+    p.event.start_ns = rec.start.count_ps() / 1000;  // every input is whole ns
+    if (p.event.stream == StreamKind::compute) {
+      add_kernel_totals(r, p.event);
+    } else {
+      add_collective_totals(r, p.event, p.kind);
+    }
+    r.events.push_back(std::move(p.event));
+  }
+  summarize(r, host);
+  return r;
+}
+
+OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                                 const CollectiveTimer& collectives, const StepProgramOptions& options) {
   std::vector<int> phases;
   phases.reserve(plan.groups.size());
   for (const auto& g : plan.groups) {

@@ -13,9 +13,12 @@
 //    issued it (a synchronized opt.step puts every launch on the critical path — the thread's 60 vs
 //    117 launches); 0 = the host runs ahead of the GPU (a live training step).
 //
-// Since both streams are FIFO and every dependency was issued earlier, one pass over the issue
-// order gives the exact event times; collective durations come from a CollectiveTimer (one
-// duration per collective is exact for a uniform plan: see step_collectives.hpp).
+// The program runs on the event engine (sim/streams.hpp StreamProgram, one rank: all ranks of a
+// uniform plan behave alike) with collectives as timed ops whose durations come from a
+// CollectiveTimer (one duration per collective is exact for a uniform plan: see
+// step_collectives.hpp). Because both streams are FIFO and every dependency was issued earlier,
+// one pass over the issue order gives the same times; list_schedule_optimizer_step does that
+// and the tests require both to agree to the nanosecond.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,10 +66,15 @@ struct OptimizerStepResult {
   std::vector<StepEvent> events;   // both streams, in start order per stream
 };
 
-// Schedules one optimizer step of `plan`. Throws InputError when max_concurrent_tasks < 1.
+// Simulates one optimizer step of `plan` on the engine. Throws InputError when
+// max_concurrent_tasks < 1.
 [[nodiscard]] OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                                           const CollectiveTimer& collectives,
                                                           const StepProgramOptions& options = {});
+// The same step by one pass over the issue order (no engine): the cross-check.
+[[nodiscard]] OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                                               const CollectiveTimer& collectives,
+                                                               const StepProgramOptions& options = {});
 
 // The host issue order of §1.7 for tasks with the given phase counts: (task, phase) pairs.
 [[nodiscard]] std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task,

@@ -176,3 +176,28 @@ TEST_CASE("closed-form collective times agree with the engine's flows", "[step_p
     }
   }
 }
+
+TEST_CASE("the engine's stream program and the one-pass list schedule agree to the nanosecond", "[step_program]") {
+  const auto model = h100();
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    for (std::int64_t nodes : {1, 2, 16}) {
+      for (double host_us : {0.0, 8.0}) {
+        const auto plan = seed_plan(nodes * 8, scope);
+        const SymmetricFabricTimer timer(fabric(static_cast<int>(nodes), 8, 25.0));
+        StepProgramOptions options;
+        options.host_launch_us = host_us;
+        const auto a = simulate_optimizer_step(plan, model, timer, options);
+        const auto b = list_schedule_optimizer_step(plan, model, timer, options);
+        INFO(opt::to_string(scope) << " nodes " << nodes << " host " << host_us);
+        CHECK(a.wall_ns == b.wall_ns);
+        CHECK(a.exposed_comm_ns == b.exposed_comm_ns);
+        CHECK(a.gpu_busy_ns == b.gpu_busy_ns);
+        REQUIRE(a.events.size() == b.events.size());
+        for (std::size_t i = 0; i < a.events.size(); ++i) {
+          CHECK(a.events[i].start_ns == b.events[i].start_ns);
+          CHECK(a.events[i].name == b.events[i].name);
+        }
+      }
+    }
+  }
+}
