@@ -45,10 +45,9 @@ int run_report(std::span<const std::string> args) {
   // Debian's interpreter first: python3-matplotlib is installed for it, not for a pyenv/venv python3.
   std::string out, python = std::filesystem::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
   std::string script = DIONSIM_REPORT_SCRIPT;
-  cmd.options().add_options()
-      ("out", po::value(&out)->required(), "output directory (created)")
-      ("python", po::value(&python)->default_value(python), "the Python interpreter")
-      ("script", po::value(&script)->default_value(script), "the report script");
+  cmd.options().add_options()("out", po::value(&out)->required(), "output directory (created)")(
+      "python", po::value(&python)->default_value(python), "the Python interpreter")(
+      "script", po::value(&script)->default_value(script), "the report script");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (common.db.empty()) throw_bad_usage("--db", "", "the database to report on");

@@ -46,8 +46,10 @@ analysis::RunRecord record_of(const sim::WhatifResult& r, const nlohmann::json& 
   const auto metrics = sim::metrics_json(r);
   for (const auto& [name, value] : metrics.items()) {
     if (!value.is_number()) continue;
-    const std::string unit = name.ends_with("_ms") ? "ms" : name.ends_with("_bytes") ? "bytes"
-                             : name.ends_with("_pct") ? "pct" : "";
+    const std::string unit = name.ends_with("_ms")      ? "ms"
+                             : name.ends_with("_bytes") ? "bytes"
+                             : name.ends_with("_pct")   ? "pct"
+                                                        : "";
     analysis::MetricRow m;
     m.name = name;
     m.value = value.get<double>();
@@ -103,7 +105,8 @@ sim::KernelCalibration load_calibration(const std::string& path, const sim::Hard
 }  // namespace
 
 int run_whatif(std::span<const std::string> args) {
-  Command cmd("whatif", "--model M [--scope S,..] [--fraction F,..] [--nodes N,..] [--fabric F,..] (--fwd-bwd-ms X | --mfu X)",
+  Command cmd("whatif",
+              "--model M [--scope S,..] [--fraction F,..] [--nodes N,..] [--fabric F,..] (--fwd-bwd-ms X | --mfu X)",
               "Predicts the training step of every configuration of the sweep (cross product of the list options):\n"
               "forward/backward with FSDP2 collectives, then the optimizer step of the scope from its plan on\n"
               "per-rank compute and collective streams, collectives simulated on the fabric.");
@@ -114,29 +117,32 @@ int run_whatif(std::span<const std::string> args) {
   int gpus_per_node = 8;
   double fwd_bwd_ms = -1, mfu = -1, algbw = -1, host_launch_us = 0;
   std::int64_t tokens_per_gpu = 16384;
-  cmd.options().add_options()
-      ("model", po::value(&model)->required(), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
-      ("optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2")
-      ("ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")
-      ("scope", po::value(&scopes)->default_value(scopes), "list of local, global, global_capped")
-      ("fraction", po::value(&fractions)->default_value(fractions), "list of fractions in (0, 1]")
-      ("capacity-factor", po::value(&capacities)->default_value(capacities), "list for global_capped: auto or >= 1")
-      ("nodes", po::value(&nodes)->default_value(nodes), "list of node counts (1,2,4 or 1..64)")
-      ("gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")
-      ("fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")
-      ("nic-GBps", po::value(&nic_list), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")
-      ("nvlink-GBps", po::value<double>()->notifier([&](double v) { overrides.nvlink_GBps = v; }), "override NVLink GB/s per GPU")
-      ("oversubscription", po::value<double>()->notifier([&](double v) { overrides.oversubscription = v; }), "override leaf oversubscription")
-      ("latency-us", po::value<double>()->notifier([&](double v) { overrides.latency_us = v; }), "override NVLink and NIC latency")
-      ("alltoall-algbw-GBps", po::value(&algbw), "pin every all-to-all to this nccl-tests algbw (GB/s)")
-      ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
-      ("calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")
-      ("fwd-bwd-ms", po::value(&fwd_bwd_ms), "forward+backward compute per step, ms")
-      ("mfu", po::value(&mfu), "forward+backward MFU in (0, 1]: compute = 6·params·tokens / (peak·mfu)")
-      ("tokens-per-gpu", po::value(&tokens_per_gpu)->default_value(tokens_per_gpu), "tokens per GPU per step")
-      ("host-launch-us", po::value(&host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")
-      ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
-      ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
+  cmd.options().add_options()("model", po::value(&model)->required(),
+                              "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")(
+      "optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2")(
+      "ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")(
+      "scope", po::value(&scopes)->default_value(scopes), "list of local, global, global_capped")(
+      "fraction", po::value(&fractions)->default_value(fractions), "list of fractions in (0, 1]")(
+      "capacity-factor", po::value(&capacities)->default_value(capacities), "list for global_capped: auto or >= 1")(
+      "nodes", po::value(&nodes)->default_value(nodes), "list of node counts (1,2,4 or 1..64)")(
+      "gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")(
+      "fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")(
+      "nic-GBps", po::value(&nic_list), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")(
+      "nvlink-GBps", po::value<double>()->notifier([&](double v) { overrides.nvlink_GBps = v; }),
+      "override NVLink GB/s per GPU")("oversubscription",
+                                      po::value<double>()->notifier([&](double v) { overrides.oversubscription = v; }),
+                                      "override leaf oversubscription")(
+      "latency-us", po::value<double>()->notifier([&](double v) { overrides.latency_us = v; }),
+      "override NVLink and NIC latency")("alltoall-algbw-GBps", po::value(&algbw),
+                                         "pin every all-to-all to this nccl-tests algbw (GB/s)")(
+      "hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")(
+      "calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")(
+      "fwd-bwd-ms", po::value(&fwd_bwd_ms), "forward+backward compute per step, ms")(
+      "mfu", po::value(&mfu), "forward+backward MFU in (0, 1]: compute = 6·params·tokens / (peak·mfu)")(
+      "tokens-per-gpu", po::value(&tokens_per_gpu)->default_value(tokens_per_gpu), "tokens per GPU per step")(
+      "host-launch-us", po::value(&host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")(
+      "trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")(
+      "trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
 
@@ -186,8 +192,9 @@ int run_whatif(std::span<const std::string> args) {
       continue;
     }
     const auto result = sim::run_whatif(config, inventory, kernels);
-    if (db) db->store(record_of(result, config_json, common.seed), common.force ? analysis::OnExisting::replace
-                                                                                : analysis::OnExisting::keep);
+    if (db)
+      db->store(record_of(result, config_json, common.seed),
+                common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
     if (!trace_out.empty()) write_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;

@@ -126,14 +126,13 @@ std::vector<GemmAnchor> h200_gemm_anchors() {
           {5120, 5120, 5120, 701.0}, {2560, 2560, 5120, 580.7}, {1280, 1280, 20480, 644.6}};
 }
 
-GemmAnchor gemm_anchor_from_timing(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch,
-                                   double time_us) {
+GemmAnchor gemm_anchor_from_timing(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t batch, double time_us) {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0 || !(time_us > 0.0)) {
     throw_bad_input("kernel_timings", "gemm", std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k),
                     "positive dimensions, batch and time");
   }
-  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
-                       static_cast<double>(batch);
+  const double flops =
+      2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * static_cast<double>(batch);
   return {m, n, k, flops / (time_us * 1e-6) / 1e12};  // the batch runs at the rate of its GEMMs
 }
 
@@ -164,8 +163,8 @@ double GemmEfficiency::at_flops(double gemm_flops) const {
   if (x >= points_.back().first) {
     return points_.back().second;
   }
-  const auto hi = std::upper_bound(points_.begin(), points_.end(), x,
-                                   [](double v, const auto& p) { return v < p.first; });
+  const auto hi =
+      std::upper_bound(points_.begin(), points_.end(), x, [](double v, const auto& p) { return v < p.first; });
   const auto lo = hi - 1;
   const double t = (x - lo->first) / (hi->first - lo->first);
   return lo->second + t * (hi->second - lo->second);
@@ -198,8 +197,7 @@ std::optional<DurationNs> MeasuredKernelTimes::lookup(std::string_view kernel, d
   if (size >= pts.back().first) {
     return scaled(pts.back());
   }
-  const auto hi = std::upper_bound(pts.begin(), pts.end(), size,
-                                   [](double v, const auto& p) { return v < p.first; });
+  const auto hi = std::upper_bound(pts.begin(), pts.end(), size, [](double v, const auto& p) { return v < p.first; });
   const auto lo = hi - 1;
   const double t = (size - lo->first) / (hi->first - lo->first);
   return std::llround(static_cast<double>(lo->second) + t * static_cast<double>(hi->second - lo->second));
@@ -218,8 +216,8 @@ KernelModel::KernelModel(KernelModelConfig config, MeasuredKernelTimes measured)
       gemm_eff_(config_.gemm_anchors, config_.anchors_peak_TFLOPs),
       measured_(std::move(measured)) {
   const auto& hw = config_.hardware;
-  if (!(hw.peak_bf16_TFLOPs > 0.0) || !(hw.hbm_GBps > 0.0) || !(hw.hbm_efficiency > 0.0) ||
-      hw.hbm_efficiency > 1.0 || hw.launch_gap_us < 0.0) {
+  if (!(hw.peak_bf16_TFLOPs > 0.0) || !(hw.hbm_GBps > 0.0) || !(hw.hbm_efficiency > 0.0) || hw.hbm_efficiency > 1.0 ||
+      hw.launch_gap_us < 0.0) {
     throw_bad_input("hardware", hw.name, "peak/HBM/efficiency/launch gap",
                     "positive peak and HBM bandwidth, efficiency in (0, 1], launch gap >= 0");
   }
@@ -246,8 +244,9 @@ DurationNs KernelModel::roofline_ns(const KernelQuery& q) const {
   double seconds = 0.0;
   if (q.gemm_flops > 0.0) {
     const auto measured = config_.TFLOPs_by_kernel.find(q.kernel);
-    const double flops_per_s = measured != config_.TFLOPs_by_kernel.end() ? measured->second * 1e12
-                                                                         : hw.peak_bf16_TFLOPs * 1e12 * gemm_efficiency(q);
+    const double flops_per_s = measured != config_.TFLOPs_by_kernel.end()
+                                   ? measured->second * 1e12
+                                   : hw.peak_bf16_TFLOPs * 1e12 * gemm_efficiency(q);
     seconds = q.gemm_flops / flops_per_s;
   }
   if (q.hbm_bytes > 0) {

@@ -90,12 +90,12 @@ class MeasuredKernelTimes {
 
 struct KernelModelConfig {
   Hardware hardware;
-  std::vector<GemmAnchor> gemm_anchors;       // measured GEMM throughputs
-  double anchors_peak_TFLOPs = 0.0;           // peak of the GPU the anchors were measured on
-  double gemm_efficiency_scale = 1.0;         // calibration multiplier on eff_gemm (capped at 1)
+  std::vector<GemmAnchor> gemm_anchors;  // measured GEMM throughputs
+  double anchors_peak_TFLOPs = 0.0;      // peak of the GPU the anchors were measured on
+  double gemm_efficiency_scale = 1.0;    // calibration multiplier on eff_gemm (capped at 1)
   std::map<std::string, double, std::less<>> hbm_efficiency_by_kernel;  // overrides hardware.hbm_efficiency
-  std::map<std::string, double, std::less<>> TFLOPs_by_kernel;   // measured throughput: replaces peak·eff_gemm
-  std::map<std::string, double, std::less<>> launch_gap_us_by_kernel;  // overrides hardware.launch_gap_us
+  std::map<std::string, double, std::less<>> TFLOPs_by_kernel;          // measured throughput: replaces peak·eff_gemm
+  std::map<std::string, double, std::less<>> launch_gap_us_by_kernel;   // overrides hardware.launch_gap_us
 };
 
 // Default config for a preset: H200 anchors, the preset's HBM efficiency, no measured table.

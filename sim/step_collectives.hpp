@@ -14,19 +14,18 @@
 //      intra = m·(g−1) / nvlink,  inter = m·(w−g) / nic · max(1, f_up·oversubscription)
 //      t = max(intra, inter) + latency (NIC latency when w > g, else NVLink)
 //    f_up = fraction of a rank's off-node flows that leave its leaf (rail layout: only the same
-//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other nodes). Max-min on that fabric gives exactly this:
-//    every flow of a kind crosses one bottleneck link shared only with flows of its kind.
+//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other nodes). Max-min on that
+//    fabric gives exactly this: every flow of a kind crosses one bottleneck link shared only with flows of its kind.
 //  * all-gather / reduce-scatter (NCCL ring): every rank receives (w−1) pieces of the per-rank
 //    piece size over its slowest ring link (NIC when the ring leaves the node), one hop latency
 //    per ring step: t = (w−1)·(piece / bw + latency).
 //  * `alltoall_algbw_GBps` pins every all-to-all to size/algbw (nccl-tests algbw; size = bytes
 //    sent per rank, self-chunk included) — the way to replay a measured cluster.
 #include <cstdint>
-#include <optional>
-#include <string>
-
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "sim/kernel_model.hpp"
@@ -54,9 +53,9 @@ struct StepFabric {
   std::string name;
   int nodes = 1;
   int gpus_per_node = 1;
-  double nvlink_GBps = 0;       // effective (nominal × efficiency)
+  double nvlink_GBps = 0;  // effective (nominal × efficiency)
   double nvlink_latency_us = 0;
-  double nic_GBps = 0;          // effective
+  double nic_GBps = 0;  // effective
   double nic_latency_us = 0;
   int nodes_per_leaf = 1;       // nodes sharing one leaf (per rail in the rail layout)
   bool rail_layout = true;      // rail-optimized NICs (GPU i of every node on leaf i); false = whole nodes per leaf

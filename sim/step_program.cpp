@@ -18,7 +18,8 @@ double OptimizerStepResult::gpu_idle_pct() const {
   return 100.0 * (1.0 - static_cast<double>(gpu_busy_ns) / static_cast<double>(wall_ns));
 }
 
-std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task, int max_concurrent_tasks) {
+std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task,
+                                                     int max_concurrent_tasks) {
   if (max_concurrent_tasks < 1) {
     throw_bad_input("step program", "max_concurrent_tasks", std::to_string(max_concurrent_tasks), "at least 1");
   }
@@ -98,7 +99,6 @@ DurationNs host_cost_ns(double host_launch_us, std::int64_t launches) {
   return std::llround(host_launch_us * 1e3 * static_cast<double>(launches));
 }
 
-
 // Totals and exposure from the events (both schedulers fill `events` the same way).
 void summarize(OptimizerStepResult& r, DurationNs host_end) {
   std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
@@ -171,8 +171,10 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
       first = false;
       const OpId id = program.compute(0, SimTime::ns(d), k.kernel, deps, SimTime::ns(host));
       last_compute = id;
-      pending.push_back({id, {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops,
-                              k.launches}, opt::CollectiveKind::none});
+      pending.push_back(
+          {id,
+           {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches},
+           opt::CollectiveKind::none});
     }
     const auto& c = phase.collective;
     if (c.kind == opt::CollectiveKind::none) continue;
@@ -183,8 +185,8 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
     std::vector<OpId> deps;
     if (last_compute >= 0) deps.push_back(static_cast<OpId>(last_compute));
     if (prev >= 0) deps.push_back(static_cast<OpId>(prev));
-    const OpId id = program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps,
-                                             SimTime::ns(host));
+    const OpId id =
+        program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps, SimTime::ns(host));
     last_collective[static_cast<std::size_t>(task)] = id;
     pending.push_back({id, {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
   }
@@ -205,7 +207,8 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
 }
 
 OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                                 const CollectiveTimer& collectives, const StepProgramOptions& options) {
+                                                 const CollectiveTimer& collectives,
+                                                 const StepProgramOptions& options) {
   std::vector<int> phases;
   phases.reserve(plan.groups.size());
   for (const auto& g : plan.groups) {
@@ -225,7 +228,11 @@ OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const Ke
     DurationNs phase_end = std::max(compute_free, collective_done[static_cast<std::size_t>(task)]);
     for (const auto& k : phase.kernels) {
       host += host_cost_ns(options.host_launch_us, k.launches);
-      const KernelQuery q{k.kernel, k.gemm_flops, k.hbm_bytes, k.launches, k.kernel == "ns_gemm" ? group.ns_rows : 0,
+      const KernelQuery q{k.kernel,
+                          k.gemm_flops,
+                          k.hbm_bytes,
+                          k.launches,
+                          k.kernel == "ns_gemm" ? group.ns_rows : 0,
                           k.kernel == "ns_gemm" ? group.ns_cols : 0};
       const DurationNs d = kernels.time_ns(q);
       const DurationNs start = std::max(phase_end, host);
@@ -237,8 +244,8 @@ OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const Ke
       if (d > 0) {
         compute_iv.emplace_back(start, phase_end);
       }
-      r.events.push_back({StreamKind::compute, k.kernel, task, phase_index, start, d, k.hbm_bytes, k.gemm_flops,
-                          k.launches});
+      r.events.push_back(
+          {StreamKind::compute, k.kernel, task, phase_index, start, d, k.hbm_bytes, k.gemm_flops, k.launches});
     }
     const auto& c = phase.collective;
     if (c.kind == opt::CollectiveKind::none) {

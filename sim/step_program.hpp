@@ -34,13 +34,13 @@ enum class StreamKind { compute, collective };
 // One interval on a stream: a kernel class of a phase, or a collective.
 struct StepEvent {
   StreamKind stream = StreamKind::compute;
-  std::string name;           // kernel class or collective name
-  int task = 0;               // shape group index
+  std::string name;  // kernel class or collective name
+  int task = 0;      // shape group index
   int phase = 0;
   DurationNs start_ns = 0;
   DurationNs duration_ns = 0;
-  std::int64_t bytes = 0;     // collective: bytes sent per rank; kernel: HBM bytes
-  double flops = 0.0;         // kernel: GEMM FLOPs
+  std::int64_t bytes = 0;  // collective: bytes sent per rank; kernel: HBM bytes
+  double flops = 0.0;      // kernel: GEMM FLOPs
   std::int64_t launches = 0;
 };
 
@@ -50,8 +50,8 @@ struct StepProgramOptions {
 };
 
 struct OptimizerStepResult {
-  DurationNs wall_ns = 0;          // first issue to last event end
-  DurationNs gpu_busy_ns = 0;      // compute stream busy
+  DurationNs wall_ns = 0;      // first issue to last event end
+  DurationNs gpu_busy_ns = 0;  // compute stream busy
   DurationNs ns_gemm_ns = 0;
   DurationNs non_gemm_ns = 0;
   DurationNs a2a_ns = 0;           // sum of all-to-all durations
@@ -63,7 +63,7 @@ struct OptimizerStepResult {
   std::int64_t launches = 0;
   std::int64_t collectives = 0;
   [[nodiscard]] double gpu_idle_pct() const;
-  std::vector<StepEvent> events;   // both streams, in start order per stream
+  std::vector<StepEvent> events;  // both streams, in start order per stream
 };
 
 // Simulates one optimizer step of `plan` on the engine. Throws InputError when

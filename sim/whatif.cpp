@@ -116,7 +116,8 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
             c.nodes = static_cast<int>(nodes);
             c.gpus_per_node = gpn;
             if (!c.alltoall_algbw_GBps) {
-              if (const auto it = s.alltoall_algbw_GBps_by_world.find(c.world()); it != s.alltoall_algbw_GBps_by_world.end()) {
+              if (const auto it = s.alltoall_algbw_GBps_by_world.find(c.world());
+                  it != s.alltoall_algbw_GBps_by_world.end()) {
                 c.alltoall_algbw_GBps = it->second;
               }
             }
@@ -257,15 +258,17 @@ std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const 
 
 std::string table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s",
-                "fabric", "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%",
-                "a2a_MB", "a2a_ms", "exposed_ms", "mfu%", "defer%");
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s", "fabric", "scope",
+                "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
+                "exposed_ms", "mfu%", "defer%");
   return buf;
 }
 
 std::string table_row(const WhatifResult& r) {
   const auto& c = r.config;
-  const std::string cap = c.scope != opt::Scope::global_capped ? "-" : c.capacity_factor ? shortest(*c.capacity_factor) : "auto";
+  const std::string cap = c.scope != opt::Scope::global_capped ? "-"
+                          : c.capacity_factor                  ? shortest(*c.capacity_factor)
+                                                               : "auto";
   const std::string defer = r.deferral_pct ? [&] {
     char b[32];
     std::snprintf(b, sizeof b, "%.4f", *r.deferral_pct);

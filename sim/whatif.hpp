@@ -6,11 +6,10 @@
 // plan behave alike, so one rank's timeline is simulated and stands for every rank.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
@@ -34,15 +33,13 @@ struct WhatifConfig {
   int nodes = 1;
   int gpus_per_node = 8;
   std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls to a measured nccl-tests algbw
-  std::string hardware;                   // GPU preset or calibration name (for output)
-  std::string calibration;                // calibration file ("" = none), for the record
+  std::string hardware;                       // GPU preset or calibration name (for output)
+  std::string calibration;                    // calibration file ("" = none), for the record
   std::optional<double> fwd_bwd_ms;
   std::optional<double> mfu;
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
-  [[nodiscard]] std::int64_t world() const {
-    return static_cast<std::int64_t>(nodes) * gpus_per_node;
-  }
+  [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
 };
 
 // The canonical JSON of a configuration: what the DB hashes and --json echoes.
@@ -50,7 +47,7 @@ struct WhatifConfig {
 
 // The sweep: every list is one axis of the cross product.
 struct WhatifStudy {
-  WhatifConfig base;                           // model, optimizer, ns, hardware, fwd/bwd, …
+  WhatifConfig base;  // model, optimizer, ns, hardware, fwd/bwd, …
   std::vector<opt::Scope> scopes;
   std::vector<double> fractions;
   std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only

@@ -13,7 +13,8 @@ namespace {
 
 double positive(const nlohmann::json& j, const std::string& where, const std::string& key, double max = 1e300) {
   if (!j.is_number() || !(j.get<double>() > 0.0) || j.get<double>() > max) {
-    throw_bad_input(where, key, j.dump(), max < 1e300 ? "a number in (0, " + std::to_string(max) + "]" : "a positive number");
+    throw_bad_input(where, key, j.dump(),
+                    max < 1e300 ? "a number in (0, " + std::to_string(max) + "]" : "a positive number");
   }
   return j.get<double>();
 }
@@ -34,9 +35,17 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
     throw_bad_input(where, "schema", doc.contains("schema") ? doc["schema"].dump() : "(missing)",
                     std::string("'") + kKernelCalibrationSchema + "' (a kernel calibration for dionsim whatif)");
   }
-  static const std::set<std::string> known{"schema", "name", "hardware", "peak_bf16_TFLOPs", "hbm_GBps",
-                                           "hbm_efficiency", "launch_gap_us", "gemm_efficiency_scale",
-                                           "hbm_efficiency_by_kernel", "kernel_times", "notes"};
+  static const std::set<std::string> known{"schema",
+                                           "name",
+                                           "hardware",
+                                           "peak_bf16_TFLOPs",
+                                           "hbm_GBps",
+                                           "hbm_efficiency",
+                                           "launch_gap_us",
+                                           "gemm_efficiency_scale",
+                                           "hbm_efficiency_by_kernel",
+                                           "kernel_times",
+                                           "notes"};
   for (const auto& [key, value] : doc.items()) {
     if (!known.count(key)) {
       throw_bad_input(where, key, value.dump(), "one of the keys of the calibration schema (unknown key)");
@@ -47,7 +56,8 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
     if (!doc["hardware"].is_string()) throw_bad_input(where, "hardware", doc["hardware"].dump(), "a preset name");
     hw = hardware_preset(doc["hardware"].get<std::string>(), where + ": hardware");
   }
-  if (doc.contains("peak_bf16_TFLOPs")) hw.peak_bf16_TFLOPs = positive(doc["peak_bf16_TFLOPs"], where, "peak_bf16_TFLOPs");
+  if (doc.contains("peak_bf16_TFLOPs"))
+    hw.peak_bf16_TFLOPs = positive(doc["peak_bf16_TFLOPs"], where, "peak_bf16_TFLOPs");
   if (doc.contains("hbm_GBps")) hw.hbm_GBps = positive(doc["hbm_GBps"], where, "hbm_GBps");
   if (doc.contains("hbm_efficiency")) hw.hbm_efficiency = positive(doc["hbm_efficiency"], where, "hbm_efficiency", 1.0);
   if (doc.contains("launch_gap_us")) {
@@ -74,8 +84,8 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
     for (std::size_t i = 0; i < list.size(); ++i) {
       const auto& e = list[i];
       const std::string key = "kernel_times[" + std::to_string(i) + "]";
-      if (!e.is_object() || !e.contains("kernel") || !e["kernel"].is_string() || e.size() != 3 ||
-          !e.contains("size") || !e.contains("time_us")) {
+      if (!e.is_object() || !e.contains("kernel") || !e["kernel"].is_string() || e.size() != 3 || !e.contains("size") ||
+          !e.contains("time_us")) {
         throw_bad_input(where, key, e.dump(), "{\"kernel\": name, \"size\": FLOPs or bytes, \"time_us\": t}");
       }
       const double size = positive(e["size"], where, key + ".size");
@@ -104,8 +114,8 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
   for (char c : hardware_label) label.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   const std::string gpu = base.name.substr(0, base.name.find('-'));  // "h100", "h200"
   if (!label.empty() && label.find(gpu) == std::string::npos) {
-    throw_bad_usage("--hardware", base.name, "the GPU the calibration '" + name + "' was measured on (" +
-                                                 hardware_label + ")");
+    throw_bad_usage("--hardware", base.name,
+                    "the GPU the calibration '" + name + "' was measured on (" + hardware_label + ")");
   }
   KernelCalibration cal;
   cal.name = name;
@@ -117,7 +127,8 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else if (key == "ns_gemm_isolated_overhead_us") {
       if (!(value >= 0.0)) throw_bad_input(name, key, std::to_string(value), "an overhead >= 0");
       cal.config.launch_gap_us_by_kernel["ns_gemm"] = value;
-    } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") && key.find("kernel") == std::string::npos) {
+    } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") &&
+               key.find("kernel") == std::string::npos) {
       const std::string world = key.substr(17, key.size() - 17 - 11);
       if (world.empty() || world.find_first_not_of("0123456789") != std::string::npos || !(value > 0.0)) {
         throw_bad_input(name, key, std::to_string(value), "nccl_all_to_all_w<WORLD>_algbw_GBps with a positive value");

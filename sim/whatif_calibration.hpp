@@ -31,7 +31,7 @@ struct KernelCalibration {
   KernelModelConfig config;
   MeasuredKernelTimes measured;
   std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;  // measured all-to-alls, by world size
-  std::vector<std::string> unused_parameters;                     // of a `dionsim calibrate` file
+  std::vector<std::string> unused_parameters;                   // of a `dionsim calibrate` file
 };
 
 // `base` is the preset the file's overrides apply to (unless the file names its own "hardware").

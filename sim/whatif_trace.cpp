@@ -30,8 +30,9 @@ std::vector<std::int64_t> trace_ranks(const std::string& spec, std::int64_t worl
 
 std::string trace_file_name(const WhatifConfig& c) {
   char buf[256];
-  const std::string cap = c.scope != opt::Scope::global_capped ? "" :
-                          c.capacity_factor ? "_c" + std::to_string(*c.capacity_factor).substr(0, 5) : "_cauto";
+  const std::string cap = c.scope != opt::Scope::global_capped ? ""
+                          : c.capacity_factor                  ? "_c" + std::to_string(*c.capacity_factor).substr(0, 5)
+                                                               : "_cauto";
   std::snprintf(buf, sizeof buf, "%s_f%g%s_n%d_%s.json", std::string(opt::to_string(c.scope)).c_str(), c.fraction,
                 cap.c_str(), c.nodes, c.fabric.name.c_str());
   std::string name = buf;
@@ -50,18 +51,26 @@ std::vector<TraceEvent> trace_events(const WhatifResult& r) {
   const DurationNs opt_start = r.fwd_bwd.wall_ns;
   out.push_back({0, "forward+backward", "compute", 0, r.fwd_bwd.compute_ns, {{"model_params", r.params}}});
   if (r.fwd_bwd.fsdp_comm_ns > 0) {
-    out.push_back({2, "fsdp all-gather x2 + reduce-scatter", "fsdp", 0, r.fwd_bwd.fsdp_comm_ns,
+    out.push_back({2,
+                   "fsdp all-gather x2 + reduce-scatter",
+                   "fsdp",
+                   0,
+                   r.fwd_bwd.fsdp_comm_ns,
                    {{"exposed_ms", static_cast<double>(r.fwd_bwd.fsdp_exposed_ns) * 1e-6}}});
   }
   for (int tid : {0, 1}) {
-    out.push_back({tid, "opt.step", "optimizer", opt_start, r.opt.wall_ns,
+    out.push_back({tid,
+                   "opt.step",
+                   "optimizer",
+                   opt_start,
+                   r.opt.wall_ns,
                    {{"scope", std::string(opt::to_string(r.config.scope))}}});
   }
   for (const auto& e : r.opt.events) {
     if (e.duration_ns <= 0) continue;
     const auto& g = r.plan.groups[static_cast<std::size_t>(e.task)];
-    nlohmann::json args{{"task", e.task}, {"phase", e.phase},
-                        {"group", std::to_string(g.rows) + "x" + std::to_string(g.cols)}};
+    nlohmann::json args{
+        {"task", e.task}, {"phase", e.phase}, {"group", std::to_string(g.rows) + "x" + std::to_string(g.cols)}};
     const bool compute = e.stream == StreamKind::compute;
     if (compute) {
       args["hbm_bytes"] = e.bytes;

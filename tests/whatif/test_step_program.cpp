@@ -3,8 +3,8 @@
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
-#include "sim/step_program.hpp"
 #include "sim/collectives.hpp"
+#include "sim/step_program.hpp"
 #include "topologies/topology.hpp"
 
 using namespace dionsim;
@@ -65,7 +65,8 @@ TEST_CASE("all-to-all closed form on a non-blocking fat tree", "[step_program]")
   // per-peer 1e6 B: intra 7e6 B / 337.5 GB/s = 20.7 us, inter 8e6 B / 50 GB/s = 160 us, + 10 us
   CHECK(t.time_ns({StepCollective::all_to_all, 16'000'000, 1'000'000}) == 170'000);
   const SymmetricFabricTimer one(fabric(1, 8, 50.0));
-  CHECK(one.time_ns({StepCollective::all_to_all, 8'000'000, 1'000'000}) == Approx(7e6 / 337.5e9 * 1e9 + 5000).margin(1));
+  CHECK(one.time_ns({StepCollective::all_to_all, 8'000'000, 1'000'000}) ==
+        Approx(7e6 / 337.5e9 * 1e9 + 5000).margin(1));
   // pinned algbw: size / algbw
   auto pinned = fabric(2, 4, 50.0);
   pinned.alltoall_algbw_GBps = 25.0;
@@ -126,7 +127,8 @@ TEST_CASE("more bandwidth never makes the optimizer step slower", "[step_program
       const auto plan = seed_plan(nodes * 8, scope);
       DurationNs previous = std::numeric_limits<DurationNs>::max();
       for (double nic : {5.0, 12.5, 25.0, 50.0, 100.0, 400.0}) {
-        const auto r = simulate_optimizer_step(plan, model, SymmetricFabricTimer(fabric(static_cast<int>(nodes), 8, nic)));
+        const auto r =
+            simulate_optimizer_step(plan, model, SymmetricFabricTimer(fabric(static_cast<int>(nodes), 8, nic)));
         CHECK(r.wall_ns <= previous);
         previous = r.wall_ns;
       }
@@ -167,7 +169,8 @@ TEST_CASE("closed-form collective times agree with the engine's flows", "[step_p
       ring.algorithm = Algorithm::ring;
       ring.bytes = peer * w;
       const topo::Topology topology(spec, nodes, gpn);
-      const double ring_ns = static_cast<double>(simulate_collective(topology, ring, Mode::exact).time.count_ps()) / 1e3;
+      const double ring_ns =
+          static_cast<double>(simulate_collective(topology, ring, Mode::exact).time.count_ps()) / 1e3;
       // Bandwidth terms are identical ((w-1) pieces over the NIC); latency differs: the closed form
       // charges one hop latency per ring step (steps in lock-step), the engine's per-flow ring lets
       // a piece move on as soon as it arrived. At 8 MB pieces the two agree within 8 %.

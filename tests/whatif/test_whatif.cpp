@@ -219,13 +219,16 @@ TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
   CHECK_THROWS_AS(expand(both), UsageError);
   CHECK_THROWS_AS(opt::load_inventory("no-such-model"), UsageError);
   const auto base = hardware_preset("h100-sxm", "--hardware");
-  CHECK_THROWS_AS(parse_kernel_calibration(R"({"schema": "dionsim.fabric-calibration/1"})", "cal.json", base), InputError);
-  CHECK_THROWS_AS(parse_kernel_calibration(R"({"version": 1})", "cal.json", base), InputError);
-  CHECK_THROWS_AS(parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "typo": 1})", "cal.json", base),
+  CHECK_THROWS_AS(parse_kernel_calibration(R"({"schema": "dionsim.fabric-calibration/1"})", "cal.json", base),
                   InputError);
+  CHECK_THROWS_AS(parse_kernel_calibration(R"({"version": 1})", "cal.json", base), InputError);
+  CHECK_THROWS_AS(
+      parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "typo": 1})", "cal.json", base),
+      InputError);
   const auto cal = parse_kernel_calibration(
       R"({"schema": "dionsim.kernel-calibration/1", "gemm_efficiency_scale": 1.3, "hbm_efficiency": 0.7,
-          "kernel_times": [{"kernel": "pack", "size": 1e6, "time_us": 10}]})", "cal.json", base);
+          "kernel_times": [{"kernel": "pack", "size": 1e6, "time_us": 10}]})",
+      "cal.json", base);
   CHECK(cal.config.gemm_efficiency_scale == 1.3);
   CHECK(cal.config.hardware.hbm_efficiency == 0.7);
   CHECK(cal.measured.lookup("pack", 1e6) == 10'000);
@@ -254,9 +257,10 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
     CHECK(c.alltoall_algbw_GBps.has_value() == (c.world() == 16));
   }
   const auto r = run_whatif(configs.back(), opt::seed_5120x8(), model);  // global_capped, 2 nodes
-  CHECK(r.opt.a2a_ns == Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
+  CHECK(r.opt.a2a_ns ==
+        Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
   // a calibration measured on another GPU is refused
-  CHECK_THROWS_AS(kernel_calibration_from_parameters("traces", "NVIDIA H200", params,
-                                                     hardware_preset("h100-sxm", "--hardware")),
-                  UsageError);
+  CHECK_THROWS_AS(
+      kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
+      UsageError);
 }
