@@ -110,62 +110,41 @@ int run_whatif(std::span<const std::string> args) {
               "Predicts the training step of every configuration of the sweep (cross product of the list options):\n"
               "forward/backward with FSDP2 collectives, then the optimizer step of the scope from its plan on\n"
               "per-rank compute and collective streams, collectives simulated on the fabric.");
-  std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped", fractions = "0.25";
-  std::string capacities = "auto", nodes = "1", fabrics = "h100-ndr400", hardware = "h100-sxm", calibration;
-  std::string trace_out, trace_ranks, nic_list;
-  sim::FabricOverrides overrides;
-  int gpus_per_node = 8;
-  double fwd_bwd_ms = -1, mfu = -1, algbw = -1, host_launch_us = 0;
-  std::int64_t tokens_per_gpu = 16384;
-  cmd.options().add_options()("model", po::value(&model)->required(),
-                              "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")(
-      "optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2")(
-      "ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")(
-      "scope", po::value(&scopes)->default_value(scopes), "list of local, global, global_capped")(
-      "fraction", po::value(&fractions)->default_value(fractions), "list of fractions in (0, 1]")(
-      "capacity-factor", po::value(&capacities)->default_value(capacities), "list for global_capped: auto or >= 1")(
-      "nodes", po::value(&nodes)->default_value(nodes), "list of node counts (1,2,4 or 1..64)")(
-      "gpus-per-node", po::value(&gpus_per_node)->default_value(gpus_per_node), "GPUs per node")(
-      "fabric", po::value(&fabrics)->default_value(fabrics), "list of presets or TOML topology files")(
-      "nic-GBps", po::value(&nic_list), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")(
-      "nvlink-GBps", po::value<double>()->notifier([&](double v) { overrides.nvlink_GBps = v; }),
-      "override NVLink GB/s per GPU")("oversubscription",
-                                      po::value<double>()->notifier([&](double v) { overrides.oversubscription = v; }),
-                                      "override leaf oversubscription")(
-      "latency-us", po::value<double>()->notifier([&](double v) { overrides.latency_us = v; }),
-      "override NVLink and NIC latency")("alltoall-algbw-GBps", po::value(&algbw),
-                                         "pin every all-to-all to this nccl-tests algbw (GB/s)")(
-      "hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")(
-      "calibration", po::value(&calibration), "kernel calibration JSON (schema dionsim.kernel-calibration/1)")(
-      "fwd-bwd-ms", po::value(&fwd_bwd_ms), "forward+backward compute per step, ms")(
-      "mfu", po::value(&mfu), "forward+backward MFU in (0, 1]: compute = 6·params·tokens / (peak·mfu)")(
-      "tokens-per-gpu", po::value(&tokens_per_gpu)->default_value(tokens_per_gpu), "tokens per GPU per step")(
-      "host-launch-us", po::value(&host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")(
-      "trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")(
-      "trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
+  sim::WhatifOptions o;
+  std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks;
+  const auto set = [](std::optional<double>& target) { return [&target](double v) { target = v; }; };
+  // clang-format off
+  cmd.options().add_options()
+      ("model", po::value(&o.model)->required(), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
+      ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "dion2 | nordion2")
+      ("ns", po::value(&o.ns)->default_value(o.ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")
+      ("scope", po::value(&o.scopes)->default_value(o.scopes), "list of local, global, global_capped")
+      ("fraction", po::value(&o.fractions)->default_value(o.fractions), "list of fractions in (0, 1]")
+      ("capacity-factor", po::value(&o.capacities)->default_value(o.capacities), "list for global_capped: auto or >= 1")
+      ("nodes", po::value(&o.nodes)->default_value(o.nodes), "list of node counts (1,2,4 or 1..64)")
+      ("gpus-per-node", po::value(&o.gpus_per_node)->default_value(o.gpus_per_node), "GPUs per node")
+      ("fabric", po::value(&o.fabrics)->default_value(o.fabrics), "list of presets or TOML topology files")
+      ("nic-GBps", po::value(&o.nic_GBps), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")
+      ("nvlink-GBps", po::value<double>()->notifier(set(o.overrides.nvlink_GBps)), "override NVLink GB/s per GPU")
+      ("oversubscription", po::value<double>()->notifier(set(o.overrides.oversubscription)), "override leaf oversubscription")
+      ("latency-us", po::value<double>()->notifier(set(o.overrides.latency_us)), "override NVLink and NIC latency")
+      ("alltoall-algbw-GBps", po::value<double>()->notifier(set(o.alltoall_algbw_GBps)), "pin all-to-alls to this algbw (GB/s)")
+      ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
+      ("calibration", po::value(&calibration), "kernel calibration JSON or a `dionsim calibrate` file")
+      ("fwd-bwd-ms", po::value<double>()->notifier(set(o.fwd_bwd_ms)), "forward+backward compute per step, ms")
+      ("mfu", po::value<double>()->notifier(set(o.mfu)), "forward+backward MFU in (0, 1]: 6·params·tokens / (peak·mfu)")
+      ("tokens-per-gpu", po::value(&o.tokens_per_gpu)->default_value(o.tokens_per_gpu), "tokens per GPU per step")
+      ("host-launch-us", po::value(&o.host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")
+      ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
+      ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
+  // clang-format on
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
 
   // Options -> study, validated completely before anything runs.
-  sim::WhatifStudy study;
+  auto study = sim::make_study(o);
   auto& base = study.base;
-  base.model = model;
-  base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
-  base.ns = opt::parse_ns(ns, "--ns");
-  base.gpus_per_node = gpus_per_node;
-  base.tokens_per_gpu = tokens_per_gpu;
-  base.host_launch_us = host_launch_us;
-  if (cmd.has("fwd-bwd-ms")) base.fwd_bwd_ms = fwd_bwd_ms;
-  if (cmd.has("mfu")) base.mfu = mfu;
-  if (cmd.has("alltoall-algbw-GBps")) base.alltoall_algbw_GBps = algbw;
-  for (const auto& s : split_list(scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
-  study.fractions = parse_double_list(fractions, "--fraction");
-  for (const auto& c : split_list(capacities, "--capacity-factor")) {
-    study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
-  }
-  study.nodes = parse_int_list(nodes, "--nodes");
-  study.fabrics = sim::resolve_fabrics(fabrics, nic_list, overrides, gpus_per_node);
-  const auto inventory = opt::load_inventory(model);
+  const auto inventory = opt::load_inventory(o.model);
   sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
   sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}};
   if (!calibration.empty()) cal = load_calibration(calibration, hw, common);

@@ -256,6 +256,29 @@ std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const 
   return out;
 }
 
+WhatifStudy make_study(const WhatifOptions& o) {
+  WhatifStudy study;
+  auto& base = study.base;
+  base.model = o.model;
+  base.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
+  base.ns = opt::parse_ns(o.ns, "--ns");
+  base.gpus_per_node = o.gpus_per_node;
+  base.tokens_per_gpu = o.tokens_per_gpu;
+  base.host_launch_us = o.host_launch_us;
+  base.fwd_bwd_ms = o.fwd_bwd_ms;
+  base.mfu = o.mfu;
+  base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;
+  for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
+  study.fractions = parse_double_list(o.fractions, "--fraction");
+  for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
+    study.capacity_factors.push_back(c == "auto" ? std::nullopt
+                                                 : std::optional(parse_double(c, "--capacity-factor")));
+  }
+  study.nodes = parse_int_list(o.nodes, "--nodes");
+  study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);
+  return study;
+}
+
 std::string table_header() {
   char buf[512];
   std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s", "fabric", "scope",

@@ -92,6 +92,20 @@ struct FabricOverrides {
 [[nodiscard]] std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
                                                             const FabricOverrides& overrides, int gpus_per_node);
 
+// The command line of `dionsim whatif` as given (lists as comma text), and the study it means.
+// make_study parses and validates every value (UsageError naming the flag) and resolves fabrics;
+// expand() then checks the cross product.
+struct WhatifOptions {
+  std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped";
+  std::string fractions = "0.25", capacities = "auto", nodes = "1", fabrics = "h100-ndr400", nic_GBps;
+  FabricOverrides overrides;
+  int gpus_per_node = 8;
+  std::optional<double> fwd_bwd_ms, mfu, alltoall_algbw_GBps;
+  std::int64_t tokens_per_gpu = 16384;
+  double host_launch_us = 0.0;
+};
+[[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
+
 // The human table: a header line and one fixed-width row per result.
 [[nodiscard]] std::string table_header();
 [[nodiscard]] std::string table_row(const WhatifResult& result);
