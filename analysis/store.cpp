@@ -6,11 +6,13 @@
 #include <array>
 #include <cstdio>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <system_error>
+#include <thread>
 
 #include "analysis/store_schema_internal.hpp"
 #include "analysis/store_sqlite.hpp"
@@ -43,15 +45,12 @@ FileState inspect_file(const std::string& path) {
   if (ec) throw IoError(path + ": cannot read its size: " + ec.message());
   if (size == 0) return FileState::empty;
   std::ifstream in(path, std::ios::binary);
+  if (!in.is_open()) throw IoError(path + ": cannot open it for reading, expected a readable dionsim results database");
   std::array<char, 16> header{};
   in.read(header.data(), header.size());
-  if (!in) {
-    if (!std::filesystem::exists(path)) return FileState::absent;
-    if (in.gcount() < 16 && size < 16) {
-      throw IoError(path + ": file of " + std::to_string(size) +
-                    " bytes is not an SQLite database, expected a dionsim results database or a new file name");
-    }
-    throw IoError(path + ": cannot read it, expected a dionsim results database");
+  if (in.gcount() < static_cast<std::streamsize>(header.size())) {
+    throw IoError(path + ": a file of " + std::to_string(size) +
+                  " bytes is not an SQLite database, expected a dionsim results database or a new file name");
   }
   static constexpr std::string_view kMagic("SQLite format 3\0", 16);
   if (std::string_view(header.data(), header.size()) != kMagic) {
@@ -63,45 +62,62 @@ FileState inspect_file(const std::string& path) {
   return FileState::sqlite;
 }
 
+// What a read-only look at an SQLite file finds.
+struct Identity {
+  std::int64_t application_id = 0;
+  std::int64_t version = 0;
+  std::string tables;  // first few table names, comma-separated
+  int table_count = 0;
+  std::string check;   // PRAGMA quick_check's first line: "ok" when intact
+};
+
 // Reads the identity of an existing SQLite file through a read-only connection (nothing can be
-// written through it) and refuses anything but a dionsim database this build can migrate or read.
-// Returns the schema version, 0 for an SQLite file that is empty (no tables, no ids).
-int check_identity(const std::string& path) {
+// written through it). SQLite errors here mean the file is damaged: they are reported as such.
+Identity read_identity(const std::string& path) {
+  Identity id;
   const sqlite::Connection probe(path, SQLITE_OPEN_READONLY);
   sqlite3_busy_timeout(probe.handle(), kBusyTimeoutMs);
-  const std::int64_t application_id = probe.query_int("PRAGMA application_id");
-  const std::int64_t version = probe.query_int("PRAGMA user_version");
-  if (application_id != kApplicationId) {
-    std::string tables;
+  try {
+    id.application_id = probe.query_int("PRAGMA application_id");
+    id.version = probe.query_int("PRAGMA user_version");
     sqlite::Statement list(probe, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name LIMIT 6");
-    int count = 0;
-    while (list.step()) {
-      tables.append(count++ == 0 ? "" : ", ").append(list.column_text(0));
-    }
-    if (application_id == 0 && version == 0 && count == 0) return 0;  // an empty SQLite file
-    char id_text[16];
-    std::snprintf(id_text, sizeof id_text, "0x%08llx", static_cast<unsigned long long>(application_id));
+    while (list.step()) id.tables.append(id.table_count++ == 0 ? "" : ", ").append(list.column_text(0));
+    // A damaged page anywhere fails here, before any write. Cost: one pass over the file.
+    id.check = probe.query_text("PRAGMA quick_check(1)").value_or("no answer");
+  } catch (const IoError&) {
+    throw IoError(path + ": the file is damaged (SQLite: " + sqlite3_errmsg(probe.handle()) +
+                  "), expected an intact dionsim results database");
+  }
+  return id;
+}
+
+// Refuses anything but a dionsim database this build can migrate or read. Returns the schema
+// version, 0 for an SQLite file that is empty (no tables, no ids).
+int check_identity(const std::string& path) {
+  const Identity id = read_identity(path);
+  if (id.application_id != kApplicationId) {
+    if (id.application_id == 0 && id.version == 0 && id.table_count == 0) return 0;  // an empty SQLite file
+    std::array<char, 16> id_text{};
+    std::snprintf(id_text.data(), id_text.size(), "0x%08llx", static_cast<unsigned long long>(id.application_id));
     throw IoError(describe_bad_value(
-        path, "SQLite application_id", std::string(id_text) + (count > 0 ? ", tables: " + tables : ""),
+        path, "SQLite application_id", std::string(id_text.data()) + (id.table_count > 0 ? ", tables: " + id.tables : ""),
         "0x44494f4e ('DION') — this SQLite file is not a dionsim results database; give another --db file"));
   }
   const int latest = latest_schema_version();
-  if (version > latest) {
-    throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(version),
+  if (id.version > latest) {
+    throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
                                      "at most " + std::to_string(latest) +
                                          " — the file was written by a newer dionsim; use that version or another --db file"));
   }
-  if (version < 1) {
-    throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(version),
+  if (id.version < 1) {
+    throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
                                      "1 to " + std::to_string(latest) + " — the dionsim database is damaged"));
   }
-  // A damaged page anywhere fails here, before any write. Cost: one pass over the file.
-  const auto check = probe.query_text("PRAGMA quick_check(1)");
-  if (!check || *check != "ok") {
-    throw IoError(path + ": SQLite integrity check failed (" + check.value_or("no answer") +
+  if (id.check != "ok") {
+    throw IoError(path + ": the file is damaged (SQLite integrity check: " + id.check +
                   "), expected an intact dionsim results database");
   }
-  return static_cast<int>(version);
+  return static_cast<int>(id.version);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -268,6 +284,21 @@ Database& Database::operator=(Database&&) noexcept = default;
 Database::~Database() = default;
 
 Database Database::open(const std::string& path, Access access) {
+  // Opening is idempotent (the migration re-reads the version under the write lock), so an
+  // immediate SQLITE_BUSY — which SQLite returns without waiting in a few cases, e.g. while another
+  // process switches a new file to WAL — is retried until the busy timeout has passed.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  while (true) {
+    try {
+      return open_once(path, access);
+    } catch (const sqlite::BusyError&) {
+      if (std::chrono::steady_clock::now() >= deadline) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+Database Database::open_once(const std::string& path, Access access) {
   const FileState state = inspect_file(path);
   if (access == Access::read_only && state != FileState::sqlite) {
     throw IoError(path + ": " + (state == FileState::absent ? "does not exist" : "is empty") +

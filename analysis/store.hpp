@@ -21,8 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/store_provenance.hpp"
+#include "analysis/store_provenance.hpp"  // git_revision, host_name, utc_now, config_hash
 #include "analysis/store_schema.hpp"
+#include "common/error.hpp"                 // IoError, InputError thrown here
 
 namespace dionsim::analysis {
 
@@ -228,6 +229,7 @@ class Database {
  private:
   struct Impl;
   explicit Database(std::unique_ptr<Impl> impl);
+  static Database open_once(const std::string& path, Access access);
   std::unique_ptr<Impl> impl_;
 };
 

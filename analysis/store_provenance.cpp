@@ -28,7 +28,7 @@ std::string utc_now() {
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
   std::tm tm{};
   gmtime_r(&seconds, &tm);
-  std::array<char, 40> text{};
+  std::array<char, 96> text{};  // ample: GCC cannot bound the int fields
   std::snprintf(text.data(), text.size(), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(ms % 1000));
   return std::string(text.data());

@@ -14,7 +14,8 @@ Connection::Connection(std::string path, int flags) : path_(std::move(path)) {
     const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close_v2(db_);
     db_ = nullptr;
-    throw IoError(path_ + ": cannot open: " + message);
+    throw IoError(path_ + ": cannot open: " + message +
+                  ((flags & SQLITE_OPEN_CREATE) != 0 ? ", expected a path in an existing, writable folder" : ""));
   }
   sqlite3_extended_result_codes(db_, 1);
 }
@@ -46,6 +47,7 @@ void Connection::fail(std::string_view what, int rc) const {
     message.append(" (the file is damaged or not a database; expected an intact dionsim results database)");
   } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
     message.append(" (another process held the database longer than the busy timeout)");
+    throw BusyError(message);
   }
   throw IoError(message);
 }
@@ -61,6 +63,9 @@ void Connection::exec(std::string_view sql) const {
     const int primary = rc & 0xff;
     if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
       message.append(" (the file is damaged or not a database; expected an intact dionsim results database)");
+    } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
+      message.append(" (another process held the database longer than the busy timeout)");
+      throw BusyError(message);
     }
     throw IoError(message);
   }
@@ -79,7 +84,11 @@ std::optional<std::string> Connection::query_text(std::string_view sql) const {
 
 Statement::Statement(const Connection& connection, std::string_view sql) : connection_(&connection), sql_(sql) {
   const int rc = sqlite3_prepare_v2(connection.handle(), sql_.data(), static_cast<int>(sql_.size()), &stmt_, nullptr);
-  if (rc != SQLITE_OK) connection.fail("cannot prepare '" + sql_.substr(0, 60) + "'", rc);
+  if (rc != SQLITE_OK) {
+    std::string what = "cannot prepare '";
+    what.append(sql_, 0, 60).append("'");
+    connection.fail(what, rc);
+  }
 }
 
 Statement::~Statement() { sqlite3_finalize(stmt_); }
@@ -120,7 +129,10 @@ bool Statement::step() {
   const int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
-  connection_->fail("'" + sql_.substr(0, 60) + "'", rc);
+  // (append, not "'" + string&&: GCC 12 -O2 misreports the latter under -Wrestrict)
+  std::string what = "'";
+  what.append(sql_, 0, 60).append("'");
+  connection_->fail(what, rc);
 }
 
 void Statement::run() {

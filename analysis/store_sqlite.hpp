@@ -9,7 +9,16 @@
 struct sqlite3;
 struct sqlite3_stmt;
 
+#include "common/error.hpp"
+
 namespace dionsim::analysis::sqlite {
+
+// SQLITE_BUSY / SQLITE_LOCKED: another connection holds a lock. Usually the busy timeout absorbs
+// it, but SQLite returns BUSY at once in a few deadlock-avoiding cases (e.g. while another
+// process switches a new file to WAL); callers that can redo their work retry on this type.
+struct BusyError : IoError {
+  explicit BusyError(const std::string& m) : IoError(m) {}
+};
 
 // One connection. Not copyable; closes on destruction.
 class Connection {

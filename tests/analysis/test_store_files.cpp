@@ -34,7 +34,7 @@ std::string refused(const std::string& path, const std::string& expected_text) {
 void make_dionsim_db(const std::string& path) {
   auto db = Database::open(path);
   auto r = RunRecord::begin("whatif", RunMode::simulated, {{"nodes", 2}}, 0);
-  for (int i = 0; i < 2000; ++i) r.metrics.push_back({.name = "m" + std::to_string(i), .value = static_cast<double>(i), .unit = "ms"});
+  for (int i = 0; i < 2000; ++i) r.metrics.push_back({.name = std::string("m").append(std::to_string(i)), .value = static_cast<double>(i), .unit = "ms"});
   db.store(r);
 }
 
@@ -53,7 +53,7 @@ TEST_CASE("a file that is not SQLite is refused and left as it was", "[analysis]
 
   const std::string tiny = dir.file("tiny.db");
   write_bytes(tiny, "SQLite");
-  refused(tiny, "not an SQLite database");
+  refused(tiny, "a file of 6 bytes is not an SQLite database");
   CHECK(read_bytes(tiny) == "SQLite");
 }
 
@@ -117,6 +117,13 @@ TEST_CASE("a damaged dionsim file is refused and left as it was", "[analysis][st
     bytes.resize(4096 + 100);
     write_bytes(path, bytes);
     refused(path, "expected an intact dionsim results database");
+    CHECK(read_bytes(path) == bytes);
+  }
+  SECTION("one damaged page in the middle (found by the integrity check)") {
+    const std::size_t page = bytes.size() / 4096 / 2;
+    for (std::size_t i = page * 4096; i < (page + 1) * 4096; ++i) bytes[i] = static_cast<char>(0xff);
+    write_bytes(path, bytes);
+    refused(path, "the file is damaged (SQLite integrity check");
     CHECK(read_bytes(path) == bytes);
   }
   SECTION("a damaged header page") {
