@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "common/error.hpp"
 
@@ -185,6 +186,54 @@ std::vector<KernelPoint> kernel_points(const KinetoTrace& trace, KernelRole role
                                  static_cast<double>(k.dur_ns) / 1e3});
   }
   return points;
+}
+
+std::vector<CollectiveFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs) {
+  std::vector<CollectiveFit> fits;
+  std::set<std::tuple<std::string, int, int>> seen;
+  for (const auto& run : runs) {
+    const std::string what = run.program + " (line " + std::to_string(run.line) + ")";
+    if (!seen.insert({run.op, run.world, run.nodes}).second) {
+      throw_bad_input(what, "block",
+                      run.op + " on " + std::to_string(run.world) + " ranks, " + std::to_string(run.nodes) + " nodes",
+                      "one block per collective, world and node count (split the log)");
+    }
+    if (run.world < 2) throw_bad_input(what, "ranks", std::to_string(run.world), "at least 2 '#  Rank' lines");
+    std::vector<CollectivePoint> points;
+    for (const auto& row : run.rows) points.push_back(CollectivePoint{row.bytes, row.time_us});
+    CollectiveFit fit = fit_collective(run.op, run.world, points);
+    // nccl-tests' bus factor depends on the collective (n-1/n for all-to-all and all-gather, 2(n-1)/n
+    // for all-reduce); take it from the rows themselves.
+    const auto& last = run.rows.back();
+    if (last.algbw_GBps > 0) {
+      const double factor = last.busbw_GBps / last.algbw_GBps;
+      fit.busbw_GBps = Estimate{fit.algbw_GBps.value * factor, fit.algbw_GBps.std_error * factor};
+    }
+    fits.push_back(fit);
+  }
+  return fits;
+}
+
+Calibration calibration_from_nccl_tests(const std::vector<NcclTestsRun>& runs, const std::string& name,
+                                        const std::string& source, const std::string& tool) {
+  const auto fits = fit_nccl_tests(runs);
+  Calibration c;
+  c.name = name;
+  c.hardware = runs.empty() ? "" : runs.front().device;
+  c.sources = {source};
+  c.tool = tool;
+  c.method =
+      "nccl-tests out-of-place times, weighted least squares (weights 1/t^2): t = latency + bytes/algbw per block; "
+      "busbw with the rows' own bus factor";
+  for (std::size_t i = 0; i < fits.size(); ++i) {
+    const auto& f = fits[i];
+    const std::string prefix =
+        "nccl_" + f.op + "_w" + std::to_string(f.world) + "_n" + std::to_string(runs[i].nodes) + "_";
+    add(c, prefix + "latency_us", f.latency_us, "us");
+    add(c, prefix + "algbw_GBps", f.algbw_GBps, "GB/s");
+    add(c, prefix + "busbw_GBps", f.busbw_GBps, "GB/s");
+  }
+  return c;
 }
 
 Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,

@@ -73,4 +73,12 @@ enum class CollectiveOverlap { any, overlapping, isolated };
 [[nodiscard]] Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,
                                                   const std::vector<std::string>& sources, const std::string& tool);
 
+// (a) on nccl-tests stdout: one collective fit per block (out-of-place times), parameters
+// nccl_<op>_w<W>_n<N>_{latency_us, algbw_GBps, busbw_GBps} with N the number of hosts; the
+// bus-bandwidth factor is nccl-tests' own (busbw / algbw of the rows). InputError when two blocks
+// have the same op, world and nodes (split such a log) or a block has fewer than three sizes.
+[[nodiscard]] std::vector<CollectiveFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs);
+[[nodiscard]] Calibration calibration_from_nccl_tests(const std::vector<NcclTestsRun>& runs, const std::string& name,
+                                                      const std::string& source, const std::string& tool);
+
 }  // namespace dionsim::analysis

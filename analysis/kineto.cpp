@@ -585,6 +585,34 @@ json to_json(const CrossRankStep& c) {
           {"a2a_algbw_GBps", c.a2a_algbw_GBps}};
 }
 
+json dump_metrics(const std::vector<KinetoTrace>& traces) {
+  json per_rank = json::array();
+  for (const auto& t : traces) {
+    const auto steps = reduce_steps(t);
+    if (steps.empty()) {
+      throw InputError(t.source + ": no 'Optimizer.step#…' annotation; expected a profiled optimizer step");
+    }
+    for (const auto& m : steps) {
+      json row = to_json(m);
+      row["file"] = t.source;
+      per_rank.push_back(row);
+    }
+  }
+  json across = json::array();
+  int run_index = 0;
+  for (const auto& run : group_into_runs(traces)) {
+    if (run.size() > 1) {
+      for (const auto& c : reduce_across_ranks(run)) {
+        json row = to_json(c);
+        row["run"] = run_index;
+        across.push_back(row);
+      }
+    }
+    ++run_index;
+  }
+  return {{"per_rank", per_rank}, {"across_ranks", across}};
+}
+
 std::vector<RoleTotal> role_totals(const KinetoTrace& trace) {
   std::vector<RoleTotal> totals;
   for (KernelRole role :

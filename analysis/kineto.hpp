@@ -138,6 +138,12 @@ struct AlltoallTransfer {
 [[nodiscard]] std::vector<std::vector<KinetoTrace>> group_into_runs(std::vector<KinetoTrace> traces);
 [[nodiscard]] nlohmann::json to_json(const CrossRankStep& step);
 
+// What `dionsim calibrate --dump-metrics` prints for traces: {"per_rank": [to_json(StepMetrics) +
+// "file"], "across_ranks": [to_json(CrossRankStep) + "run"]} with the traces grouped into runs
+// (group_into_runs; runs of one rank have no cross-rank rows). InputError naming the file when a
+// trace has no optimizer step.
+[[nodiscard]] nlohmann::json dump_metrics(const std::vector<KinetoTrace>& traces);
+
 // Sum of kernel time (ms) and count per role over the whole trace (steps and outside).
 struct RoleTotal {
   KernelRole role;

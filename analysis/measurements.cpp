@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -137,6 +138,128 @@ class Fields {
 bool blank(const CsvRecord& r) { return r.fields.size() == 1 && trim(r.fields[0]).empty(); }
 
 }  // namespace
+
+// ---- nccl-tests output --------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::string> tokens(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> out;
+  for (std::string t; in >> t;) out.push_back(t);
+  return out;
+}
+
+bool all_digits(const std::string& t) {
+  return !t.empty() && std::all_of(t.begin(), t.end(), [](unsigned char c) { return std::isdigit(c) != 0; });
+}
+
+// "alltoall_perf" → "all_to_all"; the names nccl-tests builds (src/*.cu).
+std::string op_of_program(const std::string& program) {
+  static const std::map<std::string, std::string> ops = {
+      {"alltoall_perf", "all_to_all"},   {"all_gather_perf", "all_gather"},
+      {"all_reduce_perf", "all_reduce"}, {"reduce_scatter_perf", "reduce_scatter"},
+      {"broadcast_perf", "broadcast"},   {"reduce_perf", "reduce"},
+      {"sendrecv_perf", "send_recv"},    {"gather_perf", "gather"},
+      {"scatter_perf", "scatter"},       {"hypercube_perf", "hypercube"}};
+  const std::string base = program.substr(program.find_last_of('/') + 1);
+  const auto it = ops.find(base);
+  return it == ops.end() ? base : it->second;
+}
+
+}  // namespace
+
+bool looks_like_nccl_tests(const std::string& text) {
+  return text.find("# Collective test starting:") != std::string::npos ||
+         text.find("# nccl-tests version") != std::string::npos ||
+         (text.find("#       size ") != std::string::npos && text.find("algbw") != std::string::npos);
+}
+
+std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source) {
+  std::vector<NcclTestsRun> runs;
+  std::set<std::string> hosts;
+  std::istringstream in(text);
+  std::string line;
+  int number = 0;
+  auto current = [&]() -> NcclTestsRun& {
+    if (runs.empty()) {  // output of an old nccl-tests without the banner: one anonymous block
+      runs.emplace_back();
+      runs.back().line = number;
+      hosts.clear();
+    }
+    return runs.back();
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const auto t = tokens(line);
+    if (t.empty()) continue;
+    if (line.rfind("# Collective test starting:", 0) == 0 && t.size() >= 5) {
+      runs.emplace_back();
+      runs.back().program = t[4];
+      runs.back().op = op_of_program(t[4]);
+      runs.back().line = number;
+      hosts.clear();
+    } else if (t.size() >= 7 && t[0] == "#" && t[1] == "Rank" && t[3] == "Group") {
+      NcclTestsRun& run = current();
+      ++run.world;
+      const auto on = std::find(t.begin(), t.end(), "on");
+      if (on != t.end() && std::next(on) != t.end() && hosts.insert(*std::next(on)).second) ++run.nodes;
+      if (const auto bracket = line.find("] "); run.device.empty() && bracket != std::string::npos) {
+        run.device = trim(line.substr(bracket + 2));
+      }
+    } else if (t[0] != "#" && t[0][0] != '#' && all_digits(t[0]) && t.size() >= 12 && all_digits(t[1])) {
+      // size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong
+      const std::size_t o = t.size() >= 13 ? 5 : 4;  // older versions print no root column
+      const std::string where = source + ":" + std::to_string(number);
+      NcclTestsRow row;
+      row.line = number;
+      auto number_at = [&](std::size_t i, const char* column) {
+        double v = 0;
+        const auto [ptr, ec] = std::from_chars(t[i].data(), t[i].data() + t[i].size(), v);
+        if (ec != std::errc() || ptr != t[i].data() + t[i].size() || !std::isfinite(v) || v < 0) {
+          throw_bad_input(where, column, t[i], "a non-negative number");
+        }
+        return v;
+      };
+      row.bytes = static_cast<std::int64_t>(number_at(0, "size"));
+      row.count = static_cast<std::int64_t>(number_at(1, "count"));
+      row.type = t[2];
+      row.time_us = number_at(o, "time");
+      row.algbw_GBps = number_at(o + 1, "algbw");
+      row.busbw_GBps = number_at(o + 2, "busbw");
+      if (t.size() > o + 4) row.in_place_time_us = number_at(o + 4, "in-place time");
+      if (!(row.time_us > 0)) throw_bad_input(where, "time", t[o], "a positive time in us");
+      current().rows.push_back(row);
+    }
+  }
+  std::erase_if(runs, [](const NcclTestsRun& r) { return r.rows.empty(); });
+  if (runs.empty()) {
+    throw_bad_input(
+        source, "content", "no nccl-tests result rows",
+        "the stdout of an nccl-tests program (a table of size, count, type, redop, root, time, algbw, busbw)");
+  }
+  for (auto& run : runs) {
+    if (run.op.empty())
+      throw_bad_input(source + ":" + std::to_string(run.line), "collective", "(unknown)",
+                      "a '# Collective test starting: <name>_perf' line (nccl-tests >= 2.17)");
+  }
+  return runs;
+}
+
+nlohmann::json to_json(const NcclTestsRun& run) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& r : run.rows) {
+    rows.push_back(
+        {{"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
+  }
+  return {{"program", run.program}, {"op", run.op},         {"world", run.world},
+          {"nodes", run.nodes},     {"device", run.device}, {"rows", rows}};
+}
+
+std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path) {
+  return parse_nccl_tests_output(read_text(path), path.string());
+}
 
 // ---- CSV primitive ------------------------------------------------------------------------------
 

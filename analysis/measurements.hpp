@@ -119,6 +119,38 @@ struct Anchors {
 [[nodiscard]] Anchors read_anchors_csv(const std::filesystem::path& path);
 [[nodiscard]] Anchors parse_anchors_csv(const std::string& text, const std::string& source);
 
+// ---- nccl-tests output --------------------------------------------------------------------------
+
+// One "# Collective test starting: <name>_perf" block of nccl-tests stdout (a log may hold several).
+struct NcclTestsRow {
+  std::int64_t bytes = 0;  // "size": bytes per rank
+  std::int64_t count = 0;  // elements
+  std::string type;        // float, bfloat16, …
+  double time_us = 0;      // out-of-place
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+  double in_place_time_us = 0;
+  int line = 0;
+};
+struct NcclTestsRun {
+  std::string program;  // e.g. alltoall_perf
+  std::string op;       // all_to_all | all_gather | all_reduce | reduce_scatter | broadcast | reduce | send_recv | …
+  int world = 0;        // "#  Rank N …" lines
+  int nodes = 0;        // distinct host names on those lines
+  std::string device;   // GPU name on the first rank line ("NVIDIA H100 80GB HBM3")
+  std::vector<NcclTestsRow> rows;
+  int line = 0;  // of the "Collective test starting" line
+};
+// Parses every block; lines that are neither nccl-tests comments nor data rows (mpirun noise,
+// "NCCL version …") are skipped. InputError naming file:line for a data row that does not parse,
+// and when no block with rows is found.
+[[nodiscard]] std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source);
+[[nodiscard]] std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path);
+// {"program", "op", "world", "nodes", "device", "rows": [{"bytes", "time_us", "algbw_GBps", "busbw_GBps"}]}.
+[[nodiscard]] nlohmann::json to_json(const NcclTestsRun& run);
+// True when `text` looks like nccl-tests stdout (has its banner or its table header).
+[[nodiscard]] bool looks_like_nccl_tests(const std::string& text);
+
 // ---- CSV primitive ------------------------------------------------------------------------------
 
 // RFC 4180 records: commas, double-quoted fields with "" escapes and embedded newlines; CRLF or LF.

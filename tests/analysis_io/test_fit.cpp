@@ -274,3 +274,21 @@ TEST_CASE("trace calibration: runs grouped by time, all-to-all kernel latency an
   CHECK(algbw.value < 2 * kH200NvlinkGBps);  // algbw counts the self chunk: at w=2 it is 2 × busbw
   CHECK(c.parameters.at("ns_gemm_isolated_tflops").value > c.parameters.at("ns_gemm_overlapped_tflops").value);
 }
+
+TEST_CASE("nccl-tests fit: the synthetic log's model is recovered, blocks must be distinct", "[fit][nccl-tests]") {
+  // The fixture was generated from t = 22 us + bytes / 45 GB/s with 1.5% noise, 16 ranks on 2 hosts.
+  const auto runs = read_nccl_tests_output(std::filesystem::path(DIONSIM_SOURCE_DIR) /
+                                           "tests/analysis_io/data/alltoall_perf_synthetic_2x8.txt");
+  const auto fits = fit_nccl_tests(runs);
+  REQUIRE(fits.size() == 1);
+  CHECK(within(fits[0].latency_us.value, 22.0, fits[0].latency_us.std_error, 3.0));
+  CHECK(within(fits[0].algbw_GBps.value, 45.0, fits[0].algbw_GBps.std_error, 3.0));
+  CHECK(fits[0].busbw_GBps.value == Approx(fits[0].algbw_GBps.value * 15.0 / 16.0).epsilon(0.01));
+  const Calibration c = calibration_from_nccl_tests(runs, "ib", "log", "test");
+  CHECK(c.hardware == "NVIDIA H100 80GB HBM3");
+  CHECK(c.parameters.count("nccl_all_to_all_w16_n2_latency_us") == 1);
+  CHECK_THAT(input_error([&] {
+               (void)fit_nccl_tests({runs[0], runs[0]});
+             }),
+             Catch::Contains("expected one block per collective, world and node count"));
+}

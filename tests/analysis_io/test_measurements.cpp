@@ -150,3 +150,49 @@ TEST_CASE("anchor CSV errors", "[measurements]") {
   CHECK_THAT(err("teleport_busbw,2,,1024,,,5.4,GB/s,n\n"), Catch::StartsWith("a.csv:2: what: got 'teleport_busbw'"));
   CHECK(err("gemm_bf16,1,8x8x8,,,,-3,TFLOP/s,n\n") == "a.csv:2: value: got '-3', expected a positive number");
 }
+
+TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[measurements][nccl-tests]") {
+  const auto path =
+      std::filesystem::path(DIONSIM_SOURCE_DIR) / "tests/analysis_io/data/alltoall_perf_synthetic_2x8.txt";
+  const auto runs = read_nccl_tests_output(path);
+  REQUIRE(runs.size() == 1);
+  const NcclTestsRun& r = runs[0];
+  CHECK(r.program == "alltoall_perf");
+  CHECK(r.op == "all_to_all");
+  CHECK(r.world == 16);
+  CHECK(r.nodes == 2);
+  CHECK(r.device == "NVIDIA H100 80GB HBM3");
+  REQUIRE(r.rows.size() == 9);
+  CHECK(r.rows[0].bytes == 65536);
+  CHECK(r.rows[0].count == 16384);
+  CHECK(r.rows[0].type == "float");
+  CHECK(r.rows[0].time_us == 23.04);
+  CHECK(r.rows[8].bytes == 4294967296LL);
+  CHECK(r.rows[8].busbw_GBps == 41.74);
+  CHECK(r.rows[8].in_place_time_us == 95548.10);
+
+  // Two blocks in one log (as a script running several cases writes), old format without root column.
+  const std::string two =
+      "mpirun noise\n# Collective test starting: all_gather_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
+      "#  Rank  1 Group  0 Pid 2 on a device 1 [0:1] GPU\n        1024   128  float  none  10.0  0.10  0.05  0  10.0  "
+      "0.10  0.05  0\n"
+      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
+      "        1024   256  float  sum  -1  12.5  0.08  0.00  0  12.0  0.09  0.00  0\r\n";
+  const auto both = parse_nccl_tests_output(two, "log.txt");
+  REQUIRE(both.size() == 2);
+  CHECK(both[0].op == "all_gather");
+  CHECK(both[0].world == 2);
+  CHECK(both[0].rows[0].time_us == 10.0);
+  CHECK(both[1].op == "all_reduce");
+  CHECK(both[1].rows[0].time_us == 12.5);
+
+  CHECK_THROWS_WITH(
+      parse_nccl_tests_output(
+          "# Collective test starting: alltoall_perf\n  1024  256  float  none  -1  fast  0.1  0.1  0  1  1  1  0\n",
+          "x.txt"),
+      "x.txt:2: time: got 'fast', expected a non-negative number");
+  CHECK_THROWS_WITH(parse_nccl_tests_output("# Collective test starting: alltoall_perf\n# nothing ran\n", "x.txt"),
+                    Catch::StartsWith("x.txt: content: got 'no nccl-tests result rows'"));
+  CHECK(looks_like_nccl_tests("# nccl-tests version 2.18.3\n"));
+  CHECK_FALSE(looks_like_nccl_tests("source,run\n"));
+}
