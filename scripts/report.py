@@ -7,6 +7,8 @@
            OUT/exposed_vs_bandwidth.png
     report.py validate --dionsim build/dionsim --csv ../shared/data/seed-measurements.csv
         -> the seed validation table (Markdown) on stdout: predicted vs measured, error % per metric
+    report.py validate-h200 --dionsim build/dionsim --anchors ../shared/data/h200-anchors.csv --calibration CAL
+        -> the 2 x H200 reference opt.step times vs predicted optimizer wall (CAL: dionsim calibrate of the traces)
 
 Needs only python3 and python3-matplotlib (Debian). `dionsim report` runs the first form.
 """
@@ -351,6 +353,33 @@ def validate(args):
           f"{sorted(errors)[len(errors) // 2]:.1f} %")
 
 
+def validate_h200(args):
+    """The reference optimizer's opt.step on 2 x H200 (h200-anchors.csv) vs whatif's optimizer wall,
+    with the NS GEMM throughput from a `dionsim calibrate` file of the shared H200 traces."""
+    rows = []
+    with open(args.anchors) as f:
+        for row in csv.DictReader(f):
+            if row["what"].startswith("reference_") and row["value"]:
+                rows.append(row)
+    lines = ["| optimizer | scope | fraction | reference build | measured opt.step ms | predicted opt wall ms | error % |",
+             "|---|---|---:|---|---:|---:|---:|"]
+    errors = []
+    for row in rows:
+        opt = "nordion2" if "NorDion2" in row["what"] else "dion2"
+        build = row["notes"].split("(")[1].split(";")[0]
+        p = whatif_json(args.dionsim, ["--model", row["shape"], "--optimizer", opt, "--ns", "polar_express",
+                                       "--scope", row["scope"], "--fraction", row["fraction"], "--hardware", "h200",
+                                       "--fabric", "h200-ndr400", "--gpus-per-node", row["world"], "--nodes", "1",
+                                       "--mfu", "0.5", "--calibration", args.calibration])[0]
+        measured = float(row["value"])
+        err = 100.0 * (p["opt_wall_ms"] - measured) / measured
+        errors.append(err)
+        lines.append(f"| {opt} | {row['scope']} | {row['fraction']} | {build} | {measured:g} | "
+                     f"{p['opt_wall_ms']:.2f} | {err:+.1f} |")
+    print("\n".join(lines))
+    print(f"\nmedian error {sorted(errors)[len(errors) // 2]:+.1f} %")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -361,8 +390,12 @@ def main():
     v.add_argument("--dionsim", required=True)
     v.add_argument("--csv", required=True)
     v.add_argument("--calibration-out", required=True, help="where to write the fitted calibration JSON")
+    h = sub.add_parser("validate-h200", help="the 2 x H200 reference opt.step times vs predictions")
+    h.add_argument("--dionsim", required=True)
+    h.add_argument("--anchors", required=True)
+    h.add_argument("--calibration", required=True, help="a `dionsim calibrate` file of the H200 traces")
     args = ap.parse_args()
-    report(args) if args.cmd == "report" else validate(args)
+    {"report": report, "validate": validate, "validate-h200": validate_h200}[args.cmd](args)
 
 
 if __name__ == "__main__":
