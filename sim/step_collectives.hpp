@@ -14,8 +14,9 @@
 //      intra = m·(g−1) / nvlink,  inter = m·(w−g) / nic · max(1, f_up·oversubscription)
 //      t = max(intra, inter) + latency (NIC latency when w > g, else NVLink)
 //    f_up = fraction of a rank's off-node flows that leave its leaf (rail layout: only the same
-//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other nodes). Max-min on that
-//    fabric gives exactly this: every flow of a kind crosses one bottleneck link shared only with flows of its kind.
+//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other
+//    nodes). Max-min on that fabric gives exactly this: every flow of a kind crosses one
+//    bottleneck link shared only with flows of its kind (tests compare it with the engine).
 //  * all-gather / reduce-scatter (NCCL ring): every rank receives (w−1) pieces of the per-rank
 //    piece size over its slowest ring link (NIC when the ring leaves the node), one hop latency
 //    per ring step: t = (w−1)·(piece / bw + latency).
