@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <array>
-#include <cstdio>
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -68,7 +68,7 @@ struct Identity {
   std::int64_t version = 0;
   std::string tables;  // first few table names, comma-separated
   int table_count = 0;
-  std::string check;   // PRAGMA quick_check's first line: "ok" when intact
+  std::string check;  // PRAGMA quick_check's first line: "ok" when intact
 };
 
 // Reads the identity of an existing SQLite file through a read-only connection (nothing can be
@@ -100,14 +100,16 @@ int check_identity(const std::string& path) {
     std::array<char, 16> id_text{};
     std::snprintf(id_text.data(), id_text.size(), "0x%08llx", static_cast<unsigned long long>(id.application_id));
     throw IoError(describe_bad_value(
-        path, "SQLite application_id", std::string(id_text.data()) + (id.table_count > 0 ? ", tables: " + id.tables : ""),
+        path, "SQLite application_id",
+        std::string(id_text.data()) + (id.table_count > 0 ? ", tables: " + id.tables : ""),
         "0x44494f4e ('DION') — this SQLite file is not a dionsim results database; give another --db file"));
   }
   const int latest = latest_schema_version();
   if (id.version > latest) {
-    throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
-                                     "at most " + std::to_string(latest) +
-                                         " — the file was written by a newer dionsim; use that version or another --db file"));
+    throw IoError(
+        describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
+                           "at most " + std::to_string(latest) +
+                               " — the file was written by a newer dionsim; use that version or another --db file"));
   }
   if (id.version < 1) {
     throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
@@ -202,7 +204,8 @@ void validate(const RunRecord& record) {
 
 RunStatus parse_status(const std::string& text) { return text == "ok" ? RunStatus::ok : RunStatus::failed; }
 
-nlohmann::json parse_stored_json(const sqlite::Connection& connection, const std::string& text, std::string_view column) {
+nlohmann::json parse_stored_json(const sqlite::Connection& connection, const std::string& text,
+                                 std::string_view column) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -334,9 +337,7 @@ Database Database::open_once(const std::string& path, Access access) {
 
 const std::string& Database::path() const { return impl_->connection.path(); }
 
-int Database::schema_version() const {
-  return static_cast<int>(impl_->connection.query_int("PRAGMA user_version"));
-}
+int Database::schema_version() const { return static_cast<int>(impl_->connection.query_int("PRAGMA user_version")); }
 
 int Database::opened_at_version() const { return impl_->opened_at_version; }
 
@@ -436,7 +437,13 @@ std::int64_t Database::store(const RunRecord& record, OnExisting on_existing) {
                              "INSERT INTO deferral (run_id, trial, step, rank, winner_rows, deferred_rows) "
                              "VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
     for (const DeferralRow& d : record.deferral) {
-      insert.bind(1, run_id).bind(2, d.trial).bind(3, d.step).bind(4, d.rank).bind(5, d.winner_rows).bind(6, d.deferred_rows).run();
+      insert.bind(1, run_id)
+          .bind(2, d.trial)
+          .bind(3, d.step)
+          .bind(4, d.rank)
+          .bind(5, d.winner_rows)
+          .bind(6, d.deferred_rows)
+          .run();
     }
   }
   if (!record.kernel_timings.empty()) {
@@ -544,8 +551,8 @@ StoredRun Database::load_run(std::int64_t id) const {
   StoredRun run = read_run_header(db, header);
   RunRecord& r = run.record;
 
-  sqlite::Statement metrics(db,
-                            "SELECT name, value, unit, rank, step, labels_json FROM metrics WHERE run_id = ?1 ORDER BY rowid");
+  sqlite::Statement metrics(
+      db, "SELECT name, value, unit, rank, step, labels_json FROM metrics WHERE run_id = ?1 ORDER BY rowid");
   metrics.bind(1, id);
   while (metrics.step()) r.metrics.push_back(read_metric(db, metrics, 0));
 
@@ -564,10 +571,9 @@ StoredRun Database::load_run(std::int64_t id) const {
                                 "WHERE run_id = ?1 ORDER BY rowid");
   collectives.bind(1, id);
   while (collectives.step()) {
-    r.collectives.push_back(CollectiveRow{collectives.column_text(0), collectives.column_int(1),
-                                          collectives.column_int(2), collectives.column_int(3),
-                                          collectives.column_double(4), collectives.column_double(5),
-                                          collectives.column_double(6)});
+    r.collectives.push_back(CollectiveRow{
+        collectives.column_text(0), collectives.column_int(1), collectives.column_int(2), collectives.column_int(3),
+        collectives.column_double(4), collectives.column_double(5), collectives.column_double(6)});
   }
 
   sqlite::Statement deferral(db,
@@ -579,9 +585,10 @@ StoredRun Database::load_run(std::int64_t id) const {
                                      deferral.column_int(3), deferral.column_int(4)});
   }
 
-  sqlite::Statement kernels(db,
-                            "SELECT hardware, kernel_class, dtype, m, n, k, batch, time_us, samples FROM kernel_timings "
-                            "WHERE run_id = ?1 ORDER BY rowid");
+  sqlite::Statement kernels(
+      db,
+      "SELECT hardware, kernel_class, dtype, m, n, k, batch, time_us, samples FROM kernel_timings "
+      "WHERE run_id = ?1 ORDER BY rowid");
   kernels.bind(1, id);
   while (kernels.step()) {
     r.kernel_timings.push_back(KernelTimingRow{kernels.column_text(0), kernels.column_text(1), kernels.column_text(2),
@@ -594,9 +601,9 @@ StoredRun Database::load_run(std::int64_t id) const {
                                  "WHERE run_id = ?1 ORDER BY id");
   calibrations.bind(1, id);
   while (calibrations.step()) {
-    r.calibrations.push_back(CalibrationRow{calibrations.column_text(0), calibrations.column_int(1),
-                                            parse_stored_json(db, calibrations.column_text(2), "calibrations.body_json"),
-                                            calibrations.column_text(3)});
+    r.calibrations.push_back(CalibrationRow{
+        calibrations.column_text(0), calibrations.column_int(1),
+        parse_stored_json(db, calibrations.column_text(2), "calibrations.body_json"), calibrations.column_text(3)});
   }
   return run;
 }

@@ -23,7 +23,7 @@
 
 #include "analysis/store_provenance.hpp"  // git_revision, host_name, utc_now, config_hash
 #include "analysis/store_schema.hpp"
-#include "common/error.hpp"                 // IoError, InputError thrown here
+#include "common/error.hpp"  // IoError, InputError thrown here
 
 namespace dionsim::analysis {
 
@@ -45,11 +45,11 @@ enum class Access { read_write, read_only };
 // A scalar result: step_wall_ms, opt_wall_ms, a2a_payload_bytes, mfu_pct, deferred_fraction, …
 struct MetricRow {
   std::string name;
-  double value = 0;                                   // finite
-  std::string unit;                                   // "ms", "bytes", "pct", "GBps", "" (dimensionless)
-  std::optional<std::int64_t> rank;                   // absent: not per rank (e.g. the max over ranks)
-  std::optional<std::int64_t> step;                   // absent: not per step (e.g. the median)
-  nlohmann::json labels = nlohmann::json::object();   // any further key → value, e.g. {"scope": "local"}
+  double value = 0;                                  // finite
+  std::string unit;                                  // "ms", "bytes", "pct", "GBps", "" (dimensionless)
+  std::optional<std::int64_t> rank;                  // absent: not per rank (e.g. the max over ranks)
+  std::optional<std::int64_t> step;                  // absent: not per step (e.g. the median)
+  nlohmann::json labels = nlohmann::json::object();  // any further key → value, e.g. {"scope": "local"}
   friend bool operator==(const MetricRow&, const MetricRow&) = default;
 };
 
@@ -69,9 +69,9 @@ struct PhaseRow {
 
 // One nccl-tests style row (GB = 1e9; busbw = algbw × (n−1)/n for all-to-all and all-gather).
 struct CollectiveRow {
-  std::string op;             // "alltoall", "allgather", "reducescatter", …
-  std::int64_t bytes = 0;     // nccl-tests "size": bytes of one rank's buffer
-  std::int64_t world = 1;     // ranks taking part
+  std::string op;          // "alltoall", "allgather", "reducescatter", …
+  std::int64_t bytes = 0;  // nccl-tests "size": bytes of one rank's buffer
+  std::int64_t world = 1;  // ranks taking part
   std::int64_t nodes = 1;
   double time_us = 0;
   double algbw_GBps = 0;
@@ -99,7 +99,7 @@ struct KernelTimingRow {
   std::int64_t n = 0;
   std::int64_t k = 0;
   std::int64_t batch = 1;
-  double time_us = 0;        // per call (the median or mean of `samples` calls)
+  double time_us = 0;  // per call (the median or mean of `samples` calls)
   std::int64_t samples = 1;
   friend bool operator==(const KernelTimingRow&, const KernelTimingRow&) = default;
 };
@@ -115,9 +115,9 @@ struct CalibrationRow {
 
 // Everything one run records. Build it with begin(), fill the vectors, hand it to Database::store.
 struct RunRecord {
-  std::string kind;                                   // the subcommand: whatif, deferral, measure, …
+  std::string kind;  // the subcommand: whatif, deferral, measure, …
   RunMode mode = RunMode::simulated;
-  nlohmann::json config = nlohmann::json::object();   // every input that affects the results
+  nlohmann::json config = nlohmann::json::object();  // every input that affects the results
   std::uint64_t seed = 0;
   std::string git_revision;     // filled by begin() (and by store() when empty)
   std::string dionsim_version;  // idem
@@ -125,7 +125,7 @@ struct RunRecord {
   std::string started_utc;      // idem
   std::string finished_utc;     // filled by store() when empty
   RunStatus status = RunStatus::ok;
-  std::string message;          // why a failed run failed; free text
+  std::string message;  // why a failed run failed; free text
 
   std::vector<MetricRow> metrics;
   std::vector<PhaseRow> phases;

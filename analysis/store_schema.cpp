@@ -156,7 +156,8 @@ void create_database_at_version(const std::string& path, int version) {
                     "1 to " + std::to_string(latest_schema_version()));
   }
   sqlite::Connection connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-  if (connection.query_int("PRAGMA user_version") != 0 || connection.query_int("SELECT count(*) FROM sqlite_schema") != 0) {
+  if (connection.query_int("PRAGMA user_version") != 0 ||
+      connection.query_int("SELECT count(*) FROM sqlite_schema") != 0) {
     throw IoError(path + ": expected a new or empty file to create a schema-version-" + std::to_string(version) +
                   " database in");
   }

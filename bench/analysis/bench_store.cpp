@@ -29,7 +29,8 @@ RunRecord run_with_metrics(std::int64_t rows, std::int64_t index) {
   auto r = RunRecord::begin("whatif", RunMode::simulated, {{"index", index}, {"scope", "global_capped"}}, 0);
   r.metrics.reserve(static_cast<std::size_t>(rows));
   for (std::int64_t i = 0; i < rows; ++i) {
-    r.metrics.push_back({.name = "a2a_ms", .value = 0.5 * static_cast<double>(i), .unit = "ms", .rank = i % 64, .step = i / 64});
+    r.metrics.push_back(
+        {.name = "a2a_ms", .value = 0.5 * static_cast<double>(i), .unit = "ms", .rank = i % 64, .step = i / 64});
   }
   return r;
 }
@@ -38,8 +39,15 @@ RunRecord run_with_phases(std::int64_t rows, std::int64_t index) {
   auto r = RunRecord::begin("measure", RunMode::measured, {{"index", index}}, 0);
   r.phases.reserve(static_cast<std::size_t>(rows));
   for (std::int64_t i = 0; i < rows; ++i) {
-    r.phases.push_back({.rank = i % 8, .step = i / 64, .megabatch = i % 3, .phase = "newton_schulz",
-                        .kernel_class = "gemm", .start_ns = i * 1000, .duration_ns = 900, .bytes = 0, .flops = 1 << 30});
+    r.phases.push_back({.rank = i % 8,
+                        .step = i / 64,
+                        .megabatch = i % 3,
+                        .phase = "newton_schulz",
+                        .kernel_class = "gemm",
+                        .start_ns = i * 1000,
+                        .duration_ns = 900,
+                        .bytes = 0,
+                        .flops = 1 << 30});
   }
   return r;
 }

@@ -34,7 +34,9 @@ std::string refused(const std::string& path, const std::string& expected_text) {
 void make_dionsim_db(const std::string& path) {
   auto db = Database::open(path);
   auto r = RunRecord::begin("whatif", RunMode::simulated, {{"nodes", 2}}, 0);
-  for (int i = 0; i < 2000; ++i) r.metrics.push_back({.name = std::string("m").append(std::to_string(i)), .value = static_cast<double>(i), .unit = "ms"});
+  for (int i = 0; i < 2000; ++i)
+    r.metrics.push_back(
+        {.name = std::string("m").append(std::to_string(i)), .value = static_cast<double>(i), .unit = "ms"});
   db.store(r);
 }
 
@@ -89,7 +91,8 @@ TEST_CASE("a dionsim file from a newer schema is refused and left as it was", "[
   make_dionsim_db(path);
   {
     RawDb raw(path);
-    raw.exec("PRAGMA user_version = " + std::to_string(latest_schema_version() + 1) + "; PRAGMA wal_checkpoint(TRUNCATE);");
+    raw.exec("PRAGMA user_version = " + std::to_string(latest_schema_version() + 1) +
+             "; PRAGMA wal_checkpoint(TRUNCATE);");
   }
   const std::string before = read_bytes(path);
   const std::string message = refused(path, "written by a newer dionsim");

@@ -22,7 +22,8 @@ namespace {
 
 RunRecord small_run(const std::string& kind, int index, int metrics) {
   auto r = RunRecord::begin(kind, RunMode::simulated, {{"index", index}}, static_cast<std::uint64_t>(index));
-  for (int i = 0; i < metrics; ++i) r.metrics.push_back({.name = "m", .value = static_cast<double>(i), .unit = "ms", .step = i});
+  for (int i = 0; i < metrics; ++i)
+    r.metrics.push_back({.name = "m", .value = static_cast<double>(i), .unit = "ms", .step = i});
   return r;
 }
 
@@ -45,7 +46,8 @@ TEST_CASE("a writer killed inside its transaction leaves no partial run", "[anal
   constexpr std::int64_t kRows = 2'000'000;
   auto big = RunRecord::begin("deferral", RunMode::simulated, {{"big", true}}, 1);
   big.deferral.reserve(kRows);
-  for (std::int64_t i = 0; i < kRows; ++i) big.deferral.push_back({.trial = 0, .step = i, .rank = i % 64, .winner_rows = 7});
+  for (std::int64_t i = 0; i < kRows; ++i)
+    big.deferral.push_back({.trial = 0, .step = i, .rank = i % 64, .winner_rows = 7});
 
   const pid_t child = fork();
   REQUIRE(child >= 0);

@@ -25,18 +25,47 @@ RunRecord full_record() {
       {.name = "mfu_pct", .value = -0.0, .unit = "pct", .step = 2},
   };
   r.phases = {
-      {.rank = 0, .step = 1, .megabatch = 2, .phase = "newton_schulz", .kernel_class = "gemm", .start_ns = 1'000,
-       .duration_ns = 250'000, .bytes = 0, .flops = 8'589'934'592'000},
-      {.rank = 1, .step = 1, .megabatch = std::nullopt, .phase = "norm_allgather", .kernel_class = "nccl_allgather",
-       .start_ns = 0, .duration_ns = 0, .bytes = 81'920, .flops = 0},
+      {.rank = 0,
+       .step = 1,
+       .megabatch = 2,
+       .phase = "newton_schulz",
+       .kernel_class = "gemm",
+       .start_ns = 1'000,
+       .duration_ns = 250'000,
+       .bytes = 0,
+       .flops = 8'589'934'592'000},
+      {.rank = 1,
+       .step = 1,
+       .megabatch = std::nullopt,
+       .phase = "norm_allgather",
+       .kernel_class = "nccl_allgather",
+       .start_ns = 0,
+       .duration_ns = 0,
+       .bytes = 81'920,
+       .flops = 0},
   };
-  r.collectives = {{.op = "alltoall", .bytes = 1 << 20, .world = 16, .nodes = 2, .time_us = 210.5,
-                    .algbw_GBps = 4.98, .busbw_GBps = 4.67}};
+  r.collectives = {{.op = "alltoall",
+                    .bytes = 1 << 20,
+                    .world = 16,
+                    .nodes = 2,
+                    .time_us = 210.5,
+                    .algbw_GBps = 4.98,
+                    .busbw_GBps = 4.67}};
   r.deferral = {{.trial = 0, .step = 0, .rank = 0, .winner_rows = 10, .deferred_rows = 0},
                 {.trial = 1, .step = 5, .rank = 15, .winner_rows = 12, .deferred_rows = 3}};
-  r.kernel_timings = {{.hardware = "H200", .kernel_class = "gemm", .dtype = "bf16", .m = 5120, .n = 5120, .k = 1280,
-                       .batch = 8, .time_us = 95.25, .samples = 10}};
-  r.calibrations = {{.name = "h200-2gpu", .schema_version = 3, .body = {{"nvlink_eff", 0.8}}, .created_utc = "2026-11-30T00:00:00.000Z"}};
+  r.kernel_timings = {{.hardware = "H200",
+                       .kernel_class = "gemm",
+                       .dtype = "bf16",
+                       .m = 5120,
+                       .n = 5120,
+                       .k = 1280,
+                       .batch = 8,
+                       .time_us = 95.25,
+                       .samples = 10}};
+  r.calibrations = {{.name = "h200-2gpu",
+                     .schema_version = 3,
+                     .body = {{"nvlink_eff", 0.8}},
+                     .created_utc = "2026-11-30T00:00:00.000Z"}};
   r.message = "ok with a note";
   return r;
 }
@@ -66,8 +95,9 @@ TEST_CASE("a run with every kind of row round-trips exactly", "[analysis][store]
 
   // What sqlite3 users see: canonical config text and its hash, mode and status as words.
   RawDb raw(db.path());
-  CHECK(raw.text("SELECT config_json FROM runs") ==
-        R"({"capacity_factor":null,"fabric":{"nic_GBps":50.0,"preset":"ndr400"},"fraction":0.25,"note":"ünïcode ✓","scope":"global_capped","world":16})");
+  CHECK(
+      raw.text("SELECT config_json FROM runs") ==
+      R"({"capacity_factor":null,"fabric":{"nic_GBps":50.0,"preset":"ndr400"},"fraction":0.25,"note":"ünïcode ✓","scope":"global_capped","world":16})");
   CHECK(raw.text("SELECT config_hash FROM runs") == sha256_hex(raw.text("SELECT config_json FROM runs")));
   CHECK(raw.text("SELECT mode || '/' || status FROM runs") == "measured/ok");
   CHECK(raw.integer("SELECT count(*) FROM run_metrics WHERE kind = 'measure'") == 4);
@@ -92,7 +122,7 @@ TEST_CASE("has_run - a stored configuration is skipped - --force replaces it - f
   first.metrics.push_back({.name = "step_wall_ms", .value = 100.0, .unit = "ms"});
   const auto first_id = db.store(first);
   CHECK(db.has_run("whatif", hash));
-  CHECK_FALSE(db.has_run("deferral", hash));                          // other subcommand
+  CHECK_FALSE(db.has_run("deferral", hash));                                            // other subcommand
   CHECK_FALSE(db.has_run("whatif", config_hash({{"nodes", 16}, {"scope", "local"}})));  // other config
   // Same configuration built in another key order: same hash, still stored.
   CHECK(db.has_run("whatif", config_hash(nlohmann::json::parse(R"({"scope":"local","nodes":8})"))));
@@ -173,7 +203,8 @@ TEST_CASE("metrics() - measured runs selected by config key=value with their con
     for (const auto mode : {RunMode::measured, RunMode::simulated}) {
       auto r = RunRecord::begin(mode == RunMode::measured ? "measure" : "whatif", mode,
                                 {{"world", world}, {"scope", "global"}}, 0);
-      r.metrics.push_back({.name = "opt_wall_ms", .value = 10.0 * world + (mode == RunMode::measured ? 1 : 0), .unit = "ms"});
+      r.metrics.push_back(
+          {.name = "opt_wall_ms", .value = 10.0 * world + (mode == RunMode::measured ? 1 : 0), .unit = "ms"});
       r.metrics.push_back({.name = "a2a_ms", .value = 1.0 * world, .unit = "ms", .rank = 0});
       db.store(r);
     }
@@ -207,7 +238,8 @@ TEST_CASE("kernel_timings by hardware and class sorted by shape - failed runs ig
   db.store(r);
   auto failed = RunRecord::begin("measure", RunMode::measured, {{"run", 2}}, 0);
   failed.status = RunStatus::failed;
-  failed.kernel_timings = {{.hardware = "H200", .kernel_class = "gemm", .dtype = "bf16", .m = 1, .n = 1, .k = 1, .time_us = 1}};
+  failed.kernel_timings = {
+      {.hardware = "H200", .kernel_class = "gemm", .dtype = "bf16", .m = 1, .n = 1, .k = 1, .time_us = 1}};
   db.store(failed);
 
   const auto bf16 = db.kernel_timings("H200", "gemm", "bf16");

@@ -43,16 +43,19 @@ TEST_CASE("a new file is created at the latest version with WAL foreign keys and
   CHECK(raw.text("PRAGMA journal_mode") == "wal");
   for (const char* table : {"runs", "metrics", "phases", "collectives", "deferral", "kernel_timings", "calibrations"}) {
     INFO(table);
-    CHECK(raw.integer(std::string("SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='") + table + "'") == 1);
+    CHECK(raw.integer(std::string("SELECT count(*) FROM sqlite_schema WHERE type='table' AND name='") + table + "'") ==
+          1);
   }
 }
 
-TEST_CASE("foreign keys are enforced on the store's connection - deleting a run deletes its rows", "[analysis][store]") {
+TEST_CASE("foreign keys are enforced on the store's connection - deleting a run deletes its rows",
+          "[analysis][store]") {
   const TempDir dir;
   auto db = Database::open(dir.file("fk.db"));
   auto record = RunRecord::begin("whatif", RunMode::simulated, {{"nodes", 2}}, 1);
   record.metrics.push_back({.name = "step_wall_ms", .value = 10.0, .unit = "ms"});
-  record.kernel_timings.push_back({.hardware = "H200", .kernel_class = "gemm", .dtype = "bf16", .m = 1, .n = 1, .k = 1, .time_us = 1.0});
+  record.kernel_timings.push_back(
+      {.hardware = "H200", .kernel_class = "gemm", .dtype = "bf16", .m = 1, .n = 1, .k = 1, .time_us = 1.0});
   const auto id = db.store(record);
   CHECK(db.delete_run(id));
   CHECK_FALSE(db.delete_run(id));
