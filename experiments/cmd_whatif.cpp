@@ -156,7 +156,7 @@ int run_whatif(std::span<const std::string> args) {
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
   const sim::KernelModel kernels(cal.config, cal.measured);
   const auto configs = sim::expand(study);
-  if (!trace_ranks.empty()) (void)sim::trace_ranks(trace_ranks, configs.front().world());
+  for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
 
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
