@@ -221,10 +221,20 @@ KernelModel::KernelModel(KernelModelConfig config, MeasuredKernelTimes measured)
     throw_bad_input("hardware", hw.name, "peak/HBM/efficiency/launch gap",
                     "positive peak and HBM bandwidth, efficiency in (0, 1], launch gap >= 0");
   }
+  for (const auto& [kernel, slowdown] : config_.overlap_slowdown_by_kernel) {
+    if (!(slowdown >= 1.0)) {
+      throw_bad_input("kernel model", "overlap_slowdown_by_kernel." + kernel, std::to_string(slowdown), "a factor >= 1");
+    }
+  }
   if (!(config_.gemm_efficiency_scale > 0.0)) {
     throw_bad_input("kernel model", "gemm_efficiency_scale", std::to_string(config_.gemm_efficiency_scale),
                     "a positive number");
   }
+}
+
+double KernelModel::overlap_slowdown(std::string_view kernel) const {
+  const auto it = config_.overlap_slowdown_by_kernel.find(kernel);
+  return it == config_.overlap_slowdown_by_kernel.end() ? 1.0 : it->second;
 }
 
 double KernelModel::gemm_efficiency(const KernelQuery& q) const {

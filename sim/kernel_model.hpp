@@ -96,6 +96,9 @@ struct KernelModelConfig {
   std::map<std::string, double, std::less<>> hbm_efficiency_by_kernel;  // overrides hardware.hbm_efficiency
   std::map<std::string, double, std::less<>> TFLOPs_by_kernel;          // measured throughput: replaces peak·eff_gemm
   std::map<std::string, double, std::less<>> launch_gap_us_by_kernel;   // overrides hardware.launch_gap_us
+  // >= 1: how much slower a kernel class runs while a collective is in flight on its GPU (NCCL
+  // kernels take SMs and HBM bandwidth): e.g. NS GEMMs 753 vs 402 TFLOP/s in the H200 traces.
+  std::map<std::string, double, std::less<>> overlap_slowdown_by_kernel;
 };
 
 // Default config for a preset: H200 anchors, the preset's HBM efficiency, no measured table.
@@ -112,6 +115,9 @@ class KernelModel {
   [[nodiscard]] double gemm_efficiency(const KernelQuery& q) const;
   [[nodiscard]] const KernelModelConfig& config() const { return config_; }
   [[nodiscard]] bool measured(std::string_view kernel) const { return measured_.has(kernel); }
+  // 1 when the class has no slowdown configured.
+  [[nodiscard]] double overlap_slowdown(std::string_view kernel) const;
+  [[nodiscard]] bool models_contention() const { return !config_.overlap_slowdown_by_kernel.empty(); }
 
  private:
   KernelModelConfig config_;

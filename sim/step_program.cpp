@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "common/error.hpp"
@@ -144,8 +146,115 @@ std::vector<int> phase_counts(const opt::Plan& plan) {
 
 }  // namespace
 
+OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                                       const CollectiveTimer& collectives,
+                                                       const StepProgramOptions& options) {
+  const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
+  struct CompOp {
+    double work = 0, slowdown = 1;  // isolated ns; stretch while a collective runs
+    std::int64_t after_comm = -1;   // index into comm: the task's previous collective (first kernel of a phase)
+    double release = 0;
+    StepEvent event;
+  };
+  struct CommOp {
+    double duration = 0;
+    std::int64_t after_comp = -1;  // every compute op up to this index
+    double release = 0;
+    StepEvent event;
+    opt::CollectiveKind kind = opt::CollectiveKind::none;
+  };
+  std::vector<CompOp> comp;
+  std::vector<CommOp> comm;
+  std::vector<std::int64_t> last_collective(plan.groups.size(), -1);
+  DurationNs host = 0;
+  for (const auto& [task, phase_index] : order) {
+    const auto& group = plan.groups[static_cast<std::size_t>(task)];
+    const auto& phase = group.phases[static_cast<std::size_t>(phase_index)];
+    const std::int64_t prev = last_collective[static_cast<std::size_t>(task)];
+    bool first = true;
+    for (const auto& k : phase.kernels) {
+      host += host_cost_ns(options.host_launch_us, k.launches);
+      const DurationNs d = kernels.time_ns(query(group, k));
+      comp.push_back({static_cast<double>(d), kernels.overlap_slowdown(k.kernel), first ? prev : -1,
+                      static_cast<double>(host),
+                      {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches}});
+      first = false;
+    }
+    const auto& c = phase.collective;
+    if (c.kind == opt::CollectiveKind::none) continue;
+    host += host_cost_ns(options.host_launch_us, 1);
+    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
+    // FIFO on the one collective stream covers the task's previous collective.
+    comm.push_back({static_cast<double>(d), static_cast<std::int64_t>(comp.size()) - 1, static_cast<double>(host),
+                    {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
+    last_collective[static_cast<std::size_t>(task)] = static_cast<std::int64_t>(comm.size()) - 1;
+  }
+
+  // Event by event: at most one kernel and one collective run at a time (two FIFO streams).
+  std::vector<double> comp_end(comp.size(), -1), comm_end(comm.size(), -1), comp_start(comp.size()),
+      comm_start(comm.size());
+  std::size_t ci = 0, mi = 0;
+  bool comp_busy = false, comm_busy = false;
+  double t = 0, remaining = 0;
+  const auto comp_ready = [&](const CompOp& op) { return op.after_comm < 0 || comm_end[op.after_comm] >= 0; };
+  const auto comm_ready = [&](const CommOp& op) { return op.after_comp < 0 || comp_end[op.after_comp] >= 0; };
+  while (ci < comp.size() || mi < comm.size()) {
+    if (!comp_busy && ci < comp.size() && comp_ready(comp[ci]) && comp[ci].release <= t) {
+      comp_busy = true;
+      comp_start[ci] = t;
+      remaining = comp[ci].work;
+    }
+    if (!comm_busy && mi < comm.size() && comm_ready(comm[mi]) && comm[mi].release <= t) {
+      comm_busy = true;
+      comm_start[mi] = t;
+    }
+    const double rate = comp_busy && comm_busy ? 1.0 / comp[ci].slowdown : 1.0;
+    double next = std::numeric_limits<double>::infinity();
+    if (comp_busy) next = std::min(next, t + remaining / rate);
+    if (comm_busy) next = std::min(next, comm_start[mi] + comm[mi].duration);
+    if (!comp_busy && ci < comp.size() && comp_ready(comp[ci])) next = std::min(next, comp[ci].release);
+    if (!comm_busy && mi < comm.size() && comm_ready(comm[mi])) next = std::min(next, comm[mi].release);
+    if (!(next < std::numeric_limits<double>::infinity())) {
+      throw std::logic_error("contention schedule: no op can run (dependency cycle)");
+    }
+    if (comp_busy) remaining -= (next - t) * rate;
+    t = next;
+    if (comp_busy && remaining <= 1e-6) {
+      comp_end[ci++] = t;
+      comp_busy = false;
+    }
+    if (comm_busy && t >= comm_start[mi] + comm[mi].duration) {
+      comm_end[mi++] = t;
+      comm_busy = false;
+    }
+  }
+  OptimizerStepResult r;
+  for (std::size_t i = 0; i < comp.size(); ++i) {
+    comp[i].event.start_ns = std::llround(comp_start[i]);
+    comp[i].event.duration_ns = std::llround(comp_end[i]) - comp[i].event.start_ns;
+    add_kernel_totals(r, comp[i].event);
+  }
+  for (std::size_t i = 0; i < comm.size(); ++i) {
+    comm[i].event.start_ns = std::llround(comm_start[i]);
+    comm[i].event.duration_ns = std::llround(comm_end[i]) - comm[i].event.start_ns;
+    add_collective_totals(r, comm[i].event, comm[i].kind);
+  }
+  // Events in issue order, as the other schedulers give them.
+  std::size_t a = 0, b = 0;
+  for (const auto& [task, phase_index] : order) {
+    const auto& phase = plan.groups[static_cast<std::size_t>(task)].phases[static_cast<std::size_t>(phase_index)];
+    for (std::size_t k = 0; k < phase.kernels.size(); ++k) r.events.push_back(comp[a++].event);
+    if (phase.collective.kind != opt::CollectiveKind::none) r.events.push_back(comm[b++].event);
+  }
+  summarize(r, host);
+  return r;
+}
+
 OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                             const CollectiveTimer& collectives, const StepProgramOptions& options) {
+  if (kernels.models_contention()) {
+    return contention_schedule_optimizer_step(plan, kernels, collectives, options);
+  }
   const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
   Engine engine;
   StreamProgram program(engine, 1);  // rank 0 stands for every rank

@@ -71,6 +71,14 @@ struct OptimizerStepResult {
 [[nodiscard]] OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                                           const CollectiveTimer& collectives,
                                                           const StepProgramOptions& options = {});
+// With contention (kernels.models_contention()): a kernel of a class with an overlap slowdown s
+// runs s times slower while a collective is in flight on its GPU; collectives keep their
+// durations. Rates change at every collective start and end, so this is simulated event by event
+// on the two streams (same issue order and dependencies); simulate_optimizer_step uses it when the
+// kernel model has slowdowns. With every slowdown 1 it equals the list schedule (tests).
+[[nodiscard]] OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                                                     const CollectiveTimer& collectives,
+                                                                     const StepProgramOptions& options = {});
 // The same step by one pass over the issue order (no engine): the cross-check.
 [[nodiscard]] OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                                                const CollectiveTimer& collectives,

@@ -78,6 +78,16 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
       cal.config.hbm_efficiency_by_kernel[kernel] = positive(eff, where, "hbm_efficiency_by_kernel." + kernel, 1.0);
     }
   }
+  if (doc.contains("overlap_slowdown_by_kernel")) {
+    const auto& m = doc["overlap_slowdown_by_kernel"];
+    if (!m.is_object()) throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
+    for (const auto& [kernel, f] : m.items()) {
+      if (!f.is_number() || !(f.get<double>() >= 1.0)) {
+        throw_bad_input(where, "overlap_slowdown_by_kernel." + kernel, f.dump(), "a factor >= 1");
+      }
+      cal.config.overlap_slowdown_by_kernel[kernel] = f.get<double>();
+    }
+  }
   if (doc.contains("kernel_times")) {
     const auto& list = doc["kernel_times"];
     if (!list.is_array()) throw_bad_input(where, "kernel_times", list.dump(), "an array of {kernel, size, time_us}");
@@ -124,6 +134,8 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     if (key == "ns_gemm_isolated_tflops") {
       if (!(value > 0.0)) throw_bad_input(name, key, std::to_string(value), "a positive throughput");
       cal.config.TFLOPs_by_kernel["ns_gemm"] = value;
+    } else if (key == "ns_gemm_overlapped_tflops") {
+      if (!(value > 0.0)) throw_bad_input(name, key, std::to_string(value), "a positive throughput");
     } else if (key == "ns_gemm_isolated_overhead_us") {
       if (!(value >= 0.0)) throw_bad_input(name, key, std::to_string(value), "an overhead >= 0");
       cal.config.launch_gap_us_by_kernel["ns_gemm"] = value;
@@ -137,6 +149,14 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else {
       cal.unused_parameters.push_back(key);
     }
+  }
+  // NS GEMMs beside an NCCL kernel: the traced slowdown (isolated / overlapped throughput).
+  const auto iso = parameters.find("ns_gemm_isolated_tflops");
+  const auto ovl = parameters.find("ns_gemm_overlapped_tflops");
+  if (iso != parameters.end() && ovl != parameters.end()) {
+    cal.config.overlap_slowdown_by_kernel["ns_gemm"] = std::max(1.0, iso->second / ovl->second);
+  } else if (ovl != parameters.end()) {
+    cal.unused_parameters.push_back(ovl->first);
   }
   return cal;
 }

@@ -9,6 +9,7 @@
 //     "hbm_efficiency": 0.8, "launch_gap_us": 2.0,
 //     "gemm_efficiency_scale": 1.4,                 multiplier on the anchors' GEMM efficiency
 //     "hbm_efficiency_by_kernel": {"post": 0.7},    per kernel class
+//     "overlap_slowdown_by_kernel": {"ns_gemm": 1.87}, slower while a collective is in flight
 //     "kernel_times": [{"kernel": "pack", "size": 1.2e9, "time_us": 850.0}],
 //     "notes": "free text"
 //   }
@@ -45,6 +46,7 @@ struct KernelCalibration {
 // same GPU as `base` (UsageError naming --hardware otherwise). Used parameters:
 //   ns_gemm_isolated_tflops -> TFLOPs_by_kernel["ns_gemm"] (NS GEMMs at the traced throughput),
 //   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
+//   ns_gemm_overlapped_tflops (with the isolated one) -> overlap_slowdown_by_kernel["ns_gemm"],
 //   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
 // Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
 // in unused_parameters.

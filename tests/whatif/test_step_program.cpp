@@ -204,3 +204,85 @@ TEST_CASE("the engine's stream program and the one-pass list schedule agree to t
     }
   }
 }
+
+namespace {
+
+// One task of two phases: a kernel of `kernel_ns` isolated work, then a collective; the second
+// task's kernel runs while the first task's collective is in flight.
+opt::Plan two_task_plan() {
+  opt::Plan plan;
+  for (int t = 0; t < 2; ++t) {
+    opt::GroupPlan g;
+    g.rows = g.cols = 1024;
+    opt::PhasePlan p0;
+    p0.kernels = {{"ns_gemm", 1e9, 0, 0}};  // FLOPs set by the test's model
+    p0.collective = {opt::CollectiveKind::all_to_all, "a2a_fwd", 1'000'000, 500'000};
+    opt::PhasePlan p1;
+    p1.kernels = {{"post", 0.0, 1, 0}};
+    g.phases = {p0, p1};
+    plan.groups.push_back(g);
+  }
+  return plan;
+}
+
+struct FixedTimer final : CollectiveTimer {
+  DurationNs ns;
+  explicit FixedTimer(DurationNs v) : ns(v) {}
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest&) const override { return ns; }
+};
+
+}  // namespace
+
+TEST_CASE("contention: kernels beside a collective run slower, by hand", "[step_program]") {
+  // ns_gemm of 1e9 FLOPs at exactly 1e13 FLOP/s = 100 us; post negligible; collectives 60 us.
+  auto config = default_kernel_model_config(hardware_preset("h200", "--hardware"));
+  config.hardware.launch_gap_us = 0;
+  config.TFLOPs_by_kernel["ns_gemm"] = 10.0;
+  config.overlap_slowdown_by_kernel["ns_gemm"] = 2.0;
+  const KernelModel model(config);
+  const auto r = contention_schedule_optimizer_step(two_task_plan(), model, FixedTimer(60'000));
+  // Issue order A0 B0 A1 B1: A's GEMM [0, 100] alone; A's a2a [100, 160]; B's GEMM starts at 100,
+  // runs at half speed while the a2a flies (30 us of work by 160), then 70 us at full speed -> 230.
+  REQUIRE(r.events.size() == 6);
+  CHECK(r.events[0].start_ns == 0);
+  CHECK(r.events[0].duration_ns == 100'000);
+  CHECK(r.events[1].name == "a2a_fwd");
+  CHECK(r.events[1].start_ns == 100'000);
+  CHECK(r.events[2].name == "ns_gemm");
+  CHECK(r.events[2].start_ns == 100'000);
+  CHECK(r.events[2].duration_ns == 130'000);
+  // B's a2a follows its GEMM: [230, 290]; the GPU idles waiting for it -> exposed 60 us at the end
+  CHECK(r.wall_ns >= 290'000);
+  // Without slowdown the same program is the list schedule's.
+  config.overlap_slowdown_by_kernel["ns_gemm"] = 1.0;
+  const KernelModel flat(config);
+  const auto a = contention_schedule_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
+  const auto b = list_schedule_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
+  CHECK(a.wall_ns == b.wall_ns);
+  CHECK(r.wall_ns > a.wall_ns);
+}
+
+TEST_CASE("contention schedule with no slowdown equals the list schedule on real plans", "[step_program]") {
+  auto config = default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"));
+  config.overlap_slowdown_by_kernel["ns_gemm"] = 1.0;
+  const KernelModel model(config);
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    for (std::int64_t nodes : {1, 4}) {
+      const auto plan = seed_plan(nodes * 8, scope);
+      const SymmetricFabricTimer timer(fabric(static_cast<int>(nodes), 8, 25.0));
+      StepProgramOptions options;
+      options.host_launch_us = nodes == 4 ? 8.0 : 0.0;
+      const auto a = contention_schedule_optimizer_step(plan, model, timer, options);
+      const auto b = list_schedule_optimizer_step(plan, model, timer, options);
+      CHECK(a.wall_ns == b.wall_ns);
+      CHECK(a.exposed_comm_ns == b.exposed_comm_ns);
+      REQUIRE(a.events.size() == b.events.size());
+      for (std::size_t i = 0; i < a.events.size(); ++i) CHECK(a.events[i].start_ns == b.events[i].start_ns);
+      // and slowdown never makes the step shorter
+      auto slow = config;
+      slow.overlap_slowdown_by_kernel["ns_gemm"] = 1.9;
+      slow.overlap_slowdown_by_kernel["post"] = 1.3;
+      CHECK(contention_schedule_optimizer_step(plan, KernelModel(slow), timer, options).wall_ns >= a.wall_ns);
+    }
+  }
+}
