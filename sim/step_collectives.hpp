@@ -1,0 +1,106 @@
+#pragma once
+// How long one collective of the training step takes on the fabric, for a uniform plan.
+//
+// Why a single duration per collective is exact here: every rank of a uniform plan issues the
+// same collectives in the same order on its one collective stream (spec §1.7), so at any instant
+// the fabric carries at most one collective, the same one on every rank. Its duration therefore
+// depends only on its size and the fabric, never on the schedule — the step program asks once per
+// collective and schedules streams with the answer (this is the "use symmetry" of DESIGN.md:
+// one rank's timeline stands for all).
+//
+// SymmetricFabricTimer is the closed form of that one collective on a rail-optimized leaf/spine
+// fat tree with max-min fair sharing (the same fabric topologies/ builds):
+//  * all-to-all, w ranks, g per node, per-peer message m bytes, self-chunk a local copy:
+//      intra = m·(g−1) / nvlink,  inter = m·(w−g) / nic · max(1, f_up·oversubscription)
+//      t = max(intra, inter) + latency (NIC latency when w > g, else NVLink)
+//    f_up = fraction of a rank's off-node flows that leave its leaf (rail layout: only the same
+//    rail's GPUs on the same leaf stay inside it; node layout: every GPU of the leaf's other
+//    nodes). Max-min on that fabric gives exactly this: every flow of a kind crosses one
+//    bottleneck link shared only with flows of its kind (tests compare it with the engine).
+//  * all-gather / reduce-scatter (NCCL ring): every rank receives (w−1) pieces of the per-rank
+//    piece size over its slowest ring link (NIC when the ring leaves the node), one hop latency
+//    per ring step: t = (w−1)·(piece / bw + latency).
+//  * `alltoall_algbw_GBps` pins every all-to-all to size/algbw (nccl-tests algbw; size = bytes
+//    sent per rank, self-chunk included) — the way to replay a measured cluster.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "sim/kernel_model.hpp"
+#include "topologies/topology.hpp"
+
+namespace dionsim::sim {
+
+enum class StepCollective { all_to_all, all_gather, reduce_scatter };
+
+struct CollectiveRequest {
+  StepCollective kind = StepCollective::all_to_all;
+  std::int64_t bytes_sent = 0;      // per rank, self-chunk included (all-gather: the input)
+  std::int64_t bytes_per_peer = 0;  // one message (all-to-all chunk; ring piece for AG/RS)
+};
+
+class CollectiveTimer {
+ public:
+  virtual ~CollectiveTimer() = default;
+  [[nodiscard]] virtual DurationNs time_ns(const CollectiveRequest& request) const = 0;
+};
+
+// The fabric as the step needs it (per GPU, per direction, GB = 1e9). Built from a topologies/
+// FabricSpec or from explicit bandwidths.
+struct StepFabric {
+  std::string name;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  double nvlink_GBps = 0;  // effective (nominal × efficiency)
+  double nvlink_latency_us = 0;
+  double nic_GBps = 0;  // effective
+  double nic_latency_us = 0;
+  int nodes_per_leaf = 1;       // nodes sharing one leaf (per rail in the rail layout)
+  bool rail_layout = true;      // rail-optimized NICs (GPU i of every node on leaf i); false = whole nodes per leaf
+  double oversubscription = 1;  // leaf downlink / uplink capacity, >= 1
+  std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls (measured nccl-tests algbw)
+};
+// Throws UsageError naming the flag for non-positive sizes or bandwidths.
+void validate(const StepFabric& fabric);
+
+class SymmetricFabricTimer final : public CollectiveTimer {
+ public:
+  explicit SymmetricFabricTimer(StepFabric fabric);
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
+  [[nodiscard]] const StepFabric& fabric() const { return fabric_; }
+  // Fraction of a rank's off-node all-to-all flows that leave its leaf.
+  [[nodiscard]] double leaf_exit_fraction() const;
+
+ private:
+  StepFabric fabric_;
+};
+
+// The StepFabric of a topologies/ FabricSpec at a size (effective bandwidths = nominal × efficiency).
+[[nodiscard]] StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                                     std::optional<double> alltoall_algbw_GBps = std::nullopt);
+
+// All-to-alls simulated on the engine (sim/collectives.hpp) on the topology, alone on the fabric:
+// flows over the real links with max-min sharing, in the symmetric fast mode. All-gathers and
+// reduce-scatters are NCCL rings: the closed form above, which equals the engine's ring in exact
+// mode (tests) — the engine has no fast path for rings, and a direct all-gather would be too
+// optimistic by (w−1)/(w−g) on the NIC. A fabric the fast path cannot use (leaves with unequal
+// node counts) at more than `exact_limit_ranks` ranks falls back to the closed form for
+// all-to-alls too. Results are cached per (kind, bytes).
+class FabricCollectiveTimer final : public CollectiveTimer {
+ public:
+  FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
+                        std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks = 256);
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
+  [[nodiscard]] bool uses_engine() const { return use_engine_; }
+
+ private:
+  topo::Topology topology_;
+  SymmetricFabricTimer closed_form_;
+  bool use_engine_ = true;
+  mutable std::map<std::pair<int, std::int64_t>, DurationNs> cache_;
+};
+
+}  // namespace dionsim::sim

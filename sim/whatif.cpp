@@ -1,0 +1,309 @@
+#include "sim/whatif.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/parse.hpp"
+#include "topologies/topology_file.hpp"
+
+namespace dionsim::sim {
+
+namespace {
+
+double ms(DurationNs ns) { return static_cast<double>(ns) * 1e-6; }
+
+std::string shortest(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+nlohmann::json optional_number(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+
+void check_axis(bool empty, const char* flag) {
+  if (empty) {
+    throw_bad_usage(flag, "an empty list", "at least one value (the sweep would be empty)");
+  }
+}
+
+}  // namespace
+
+nlohmann::json to_json(const WhatifConfig& c) {
+  const auto& f = c.fabric;
+  const double nvlink = f.nvlink_GBps * f.nvlink_efficiency, nic = f.nic_GBps * f.nic_efficiency;
+  return {
+      {"model", c.model},
+      {"optimizer", std::string(opt::to_string(c.optimizer))},
+      {"ns", std::string(opt::to_string(c.ns))},
+      {"scope", std::string(opt::to_string(c.scope))},
+      {"fraction", c.fraction},
+      {"capacity_factor", c.scope == opt::Scope::global_capped
+                              ? (c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json("auto"))
+                              : nlohmann::json(nullptr)},
+      {"nodes", c.nodes},
+      {"gpus_per_node", c.gpus_per_node},
+      {"world", c.world()},
+      {"fabric", f.name},
+      {"nvlink_effective_GBps", nvlink},
+      {"nvlink_latency_us", f.nvlink_latency_us},
+      {"nic_effective_GBps", nic},
+      {"nic_latency_us", f.nic_latency_us},
+      {"layout", topo::to_string(f.layout)},
+      {"leaf_radix", f.leaf_radix},
+      {"oversubscription", f.oversubscription},
+      {"alltoall_algbw_GBps", optional_number(c.alltoall_algbw_GBps)},
+      {"hardware", c.hardware},
+      {"calibration", c.calibration},
+      {"fwd_bwd_ms", optional_number(c.fwd_bwd_ms)},
+      {"mfu", optional_number(c.mfu)},
+      {"tokens_per_gpu", c.tokens_per_gpu},
+      {"host_launch_us", c.host_launch_us},
+  };
+}
+
+std::vector<WhatifConfig> expand(const WhatifStudy& s) {
+  check_axis(s.scopes.empty(), "--scope");
+  check_axis(s.fractions.empty(), "--fraction");
+  check_axis(s.capacity_factors.empty(), "--capacity-factor");
+  check_axis(s.nodes.empty(), "--nodes");
+  check_axis(s.fabrics.empty(), "--fabric");
+  for (double f : s.fractions) {
+    if (!(f > 0.0 && f <= 1.0)) throw_bad_usage("--fraction", shortest(f), "a number in (0, 1]");
+  }
+  for (const auto& c : s.capacity_factors) {
+    if (c && !(*c >= 1.0)) throw_bad_usage("--capacity-factor", shortest(*c), "a number >= 1.0 (or auto)");
+  }
+  for (auto n : s.nodes) {
+    if (n < 1 || n > 1'000'000) throw_bad_usage("--nodes", std::to_string(n), "an integer in [1, 1000000]");
+  }
+  const int gpn = s.base.gpus_per_node;
+  if (gpn < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpn), "a positive integer");
+  if (s.base.tokens_per_gpu < 1) {
+    throw_bad_usage("--tokens-per-gpu", std::to_string(s.base.tokens_per_gpu), "a positive integer");
+  }
+  if (s.base.fwd_bwd_ms.has_value() == s.base.mfu.has_value()) {
+    throw_bad_usage("--fwd-bwd-ms/--mfu", s.base.fwd_bwd_ms ? "both" : "neither", "exactly one of them");
+  }
+  if (!(s.base.host_launch_us >= 0.0)) {
+    throw_bad_usage("--host-launch-us", shortest(s.base.host_launch_us), "a number >= 0");
+  }
+  if (s.base.alltoall_algbw_GBps && !(*s.base.alltoall_algbw_GBps > 0.0)) {
+    throw_bad_usage("--alltoall-algbw-GBps", shortest(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
+  }
+  for (const auto& fabric : s.fabrics) {
+    topo::validate(fabric, "--fabric " + fabric.name, true);
+    // Builds the smallest topology: throws when the GPUs per node do not fit the fabric (per-node
+    // leaves need gpus_per_node to divide leaf_radix).
+    (void)topo::Topology(fabric, 1, gpn);
+  }
+  std::vector<WhatifConfig> out;
+  for (const auto& fabric : s.fabrics) {
+    for (auto scope : s.scopes) {
+      for (double fraction : s.fractions) {
+        const std::size_t capacities = scope == opt::Scope::global_capped ? s.capacity_factors.size() : 1;
+        for (std::size_t ci = 0; ci < capacities; ++ci) {
+          for (auto nodes : s.nodes) {
+            WhatifConfig c = s.base;
+            c.scope = scope;
+            c.fraction = fraction;
+            c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
+            c.fabric = fabric;
+            c.nodes = static_cast<int>(nodes);
+            c.gpus_per_node = gpn;
+            if (!c.alltoall_algbw_GBps) {
+              if (const auto it = s.alltoall_algbw_GBps_by_world.find(c.world());
+                  it != s.alltoall_algbw_GBps_by_world.end()) {
+                c.alltoall_algbw_GBps = it->second;
+              }
+            }
+            out.push_back(std::move(c));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std::int64_t world) {
+  if (g.path != opt::Path::capped_packed || world <= 1) {
+    return 0.0;
+  }
+  const double w = static_cast<double>(world);
+  const double mu = static_cast<double>(g.pr) * static_cast<double>(g.k_tot) / w;
+  const double var = static_cast<double>(g.pr) * static_cast<double>(g.k) * (1.0 - 1.0 / w) * (1.0 - fraction);
+  if (mu <= 0.0) {
+    return 0.0;
+  }
+  if (var <= 0.0) {
+    return std::max(0.0, mu - static_cast<double>(g.B)) / mu;
+  }
+  const double sigma = std::sqrt(var);
+  const double z = (static_cast<double>(g.B) - mu) / sigma;
+  const double phi = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+  const double tail = 0.5 * std::erfc(z / std::sqrt(2.0));  // 1 - Phi(z)
+  return std::max(0.0, (sigma * phi - (static_cast<double>(g.B) - mu) * tail) / mu);
+}
+
+WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
+  WhatifResult r;
+  r.config = config;
+  opt::PlanConfig pc;
+  pc.world = config.world();
+  pc.scope = config.scope;
+  pc.fraction = config.fraction;
+  pc.capacity_factor = config.capacity_factor;
+  pc.optimizer = config.optimizer;
+  pc.ns = config.ns;
+  r.plan = opt::make_plan(inventory, pc);
+
+  const FabricCollectiveTimer timer(config.fabric, config.nodes, config.gpus_per_node, config.alltoall_algbw_GBps);
+  StepProgramOptions options;
+  options.host_launch_us = config.host_launch_us;
+  r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
+
+  for (const auto& m : inventory.entries) {
+    r.params += m.rows * m.cols * m.count;
+  }
+  TrainingConfig tc;
+  tc.fwd_bwd_ms = config.fwd_bwd_ms;
+  tc.mfu = config.mfu;
+  tc.params = r.params;
+  tc.tokens_per_gpu = config.tokens_per_gpu;
+  tc.world = config.world();
+  tc.peak_bf16_TFLOPs = kernels.config().hardware.peak_bf16_TFLOPs;
+  validate(tc);
+  const FsdpBytes fb = fsdp_bytes(r.params, tc.world);
+  const DurationNs ag = timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
+  const DurationNs rs = timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
+                                       fb.reducescatter_input_bytes / std::max<std::int64_t>(1, tc.world)});
+  r.fwd_bwd = fwd_bwd(tc, fb.allgathers * ag + rs);
+
+  r.step_wall_ns = r.fwd_bwd.wall_ns + r.opt.wall_ns;
+  r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
+  r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
+  if (config.scope == opt::Scope::global_capped) {
+    double deferred = 0.0, winners = 0.0;
+    for (const auto& g : r.plan.groups) {
+      const double group_winners = static_cast<double>(g.N) * static_cast<double>(g.k_tot);
+      deferred += predicted_deferral_fraction(g, config.fraction, config.world()) * group_winners;
+      winners += group_winners;
+    }
+    r.deferral_pct = winners > 0.0 ? 100.0 * deferred / winners : 0.0;
+  }
+  return r;
+}
+
+nlohmann::json metrics_json(const WhatifResult& r) {
+  return {
+      {"step_wall_ms", ms(r.step_wall_ns)},
+      {"opt_wall_ms", ms(r.opt.wall_ns)},
+      {"opt_gpu_ms", ms(r.opt.gpu_busy_ns)},
+      {"opt_gpu_idle_pct", r.opt.gpu_idle_pct()},
+      {"ns_gemm_ms", ms(r.opt.ns_gemm_ns)},
+      {"non_gemm_ms", ms(r.opt.non_gemm_ns)},
+      {"a2a_ms", ms(r.opt.a2a_ns)},
+      {"a2a_payload_bytes", r.plan.a2a_payload_bytes},
+      {"norms_allgather_bytes", r.plan.norms_allgather_bytes},
+      {"norms_allgather_ms", ms(r.opt.allgather_ns)},
+      {"opt_exposed_comm_ms", ms(r.opt.exposed_comm_ns)},
+      {"exposed_comm_ms", ms(r.exposed_comm_ns)},
+      {"fwd_bwd_ms", ms(r.fwd_bwd.wall_ns)},
+      {"fwd_bwd_compute_ms", ms(r.fwd_bwd.compute_ns)},
+      {"fsdp_comm_ms", ms(r.fwd_bwd.fsdp_comm_ns)},
+      {"mfu_pct", r.mfu_pct},
+      {"deferral_pct", r.deferral_pct ? nlohmann::json(*r.deferral_pct) : nlohmann::json(nullptr)},
+      {"opt_kernel_launches", r.opt.launches},
+      {"opt_collectives", r.opt.collectives},
+      {"params", r.params},
+  };
+}
+
+topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node) {
+  const bool is_file = preset_or_file.find('/') != std::string::npos || preset_or_file.ends_with(".toml");
+  if (!is_file) {
+    return topo::preset(preset_or_file, "--fabric");
+  }
+  const auto file = topo::load_topology_file(preset_or_file);
+  if (file.gpus_per_node && *file.gpus_per_node != gpus_per_node) {
+    throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node),
+                    std::to_string(*file.gpus_per_node) + " as " + preset_or_file + " says");
+  }
+  return file.spec;
+}
+
+std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
+                                              const FabricOverrides& o, int gpus_per_node) {
+  std::vector<topo::FabricSpec> out;
+  const auto nics = nic_GBps.empty() ? std::vector<double>{} : parse_double_list(nic_GBps, "--nic-GBps");
+  for (const auto& f : split_list(fabrics, "--fabric")) {
+    auto spec = resolve_fabric(f, gpus_per_node);
+    if (o.nvlink_GBps) spec.nvlink_GBps = *o.nvlink_GBps;
+    if (o.oversubscription) spec.oversubscription = *o.oversubscription;
+    if (o.latency_us) spec.nvlink_latency_us = spec.nic_latency_us = *o.latency_us;
+    if (nics.empty()) out.push_back(spec);
+    for (double nic : nics) {
+      out.push_back(spec);
+      out.back().nic_GBps = nic;  // validated with the fabric by expand()
+      out.back().name += "@" + shortest(nic);
+    }
+  }
+  return out;
+}
+
+WhatifStudy make_study(const WhatifOptions& o) {
+  WhatifStudy study;
+  auto& base = study.base;
+  base.model = o.model;
+  base.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
+  base.ns = opt::parse_ns(o.ns, "--ns");
+  base.gpus_per_node = o.gpus_per_node;
+  base.tokens_per_gpu = o.tokens_per_gpu;
+  base.host_launch_us = o.host_launch_us;
+  base.fwd_bwd_ms = o.fwd_bwd_ms;
+  base.mfu = o.mfu;
+  base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;
+  for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
+  study.fractions = parse_double_list(o.fractions, "--fraction");
+  for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
+    study.capacity_factors.push_back(c == "auto" ? std::nullopt
+                                                 : std::optional(parse_double(c, "--capacity-factor")));
+  }
+  study.nodes = parse_int_list(o.nodes, "--nodes");
+  study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);
+  return study;
+}
+
+std::string table_header() {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s", "fabric", "scope",
+                "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
+                "exposed_ms", "mfu%", "defer%");
+  return buf;
+}
+
+std::string table_row(const WhatifResult& r) {
+  const auto& c = r.config;
+  const std::string cap = c.scope != opt::Scope::global_capped ? "-"
+                          : c.capacity_factor                  ? shortest(*c.capacity_factor)
+                                                               : "auto";
+  const std::string defer = r.deferral_pct ? [&] {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4f", *r.deferral_pct);
+    return std::string(b);
+  }() : "-";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
+                c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
+                static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt.wall_ns), ms(r.opt.gpu_busy_ns),
+                r.opt.gpu_idle_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.opt.a2a_ns),
+                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str());
+  return buf;
+}
+
+}  // namespace dionsim::sim

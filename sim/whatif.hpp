@@ -1,0 +1,121 @@
+#pragma once
+// What-if studies: a training step predicted for one configuration (model, optimizer, scope,
+// fraction, capacity factor, nodes × GPUs, fabric, GPU, fwd/bwd), and the sweep over their
+// cross product. One configuration = forward/backward with FSDP2 (training_model.hpp), then the
+// optimizer step of the plan on two streams per rank (step_program.hpp); all ranks of a uniform
+// plan behave alike, so one rank's timeline is simulated and stands for every rank.
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "optimizer/inventory.hpp"
+#include "optimizer/plan.hpp"
+#include "sim/kernel_model.hpp"
+#include "sim/step_collectives.hpp"
+#include "sim/step_program.hpp"
+#include "sim/training_model.hpp"
+#include "topologies/topology.hpp"
+
+namespace dionsim::sim {
+
+// One configuration.
+struct WhatifConfig {
+  std::string model;
+  opt::OptimizerKind optimizer = opt::OptimizerKind::nordion2;
+  opt::NsKind ns = opt::NsKind::gram;
+  opt::Scope scope = opt::Scope::global;
+  double fraction = 0.25;
+  std::optional<double> capacity_factor;  // global_capped only; nullopt = auto
+  topo::FabricSpec fabric;
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls to a measured nccl-tests algbw
+  std::string hardware;                       // GPU preset or calibration name (for output)
+  std::string calibration;                    // calibration file ("" = none), for the record
+  std::optional<double> fwd_bwd_ms;
+  std::optional<double> mfu;
+  std::int64_t tokens_per_gpu = 16384;
+  double host_launch_us = 0.0;
+  [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
+};
+
+// The canonical JSON of a configuration: what the DB hashes and --json echoes.
+[[nodiscard]] nlohmann::json to_json(const WhatifConfig& config);
+
+// The sweep: every list is one axis of the cross product.
+struct WhatifStudy {
+  WhatifConfig base;  // model, optimizer, ns, hardware, fwd/bwd, …
+  std::vector<opt::Scope> scopes;
+  std::vector<double> fractions;
+  std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only
+  std::vector<std::int64_t> nodes;
+  std::vector<topo::FabricSpec> fabrics;
+  // Measured all-to-all algbw by world size (a calibration): pins the all-to-alls of those
+  // configurations unless base.alltoall_algbw_GBps pins all of them.
+  std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;
+};
+// Validates every axis and value before anything runs (UsageError naming the flag: an empty
+// axis, a fraction outside (0, 1], a capacity factor < 1, GPUs per node that do not divide the
+// fabric's leaf radix in the per-node layout, an invalid fabric …)
+// and returns the configurations in table order (fabric, scope, fraction, capacity, nodes).
+// Scopes other than global_capped take no capacity factor, so they appear once per fraction.
+[[nodiscard]] std::vector<WhatifConfig> expand(const WhatifStudy& study);
+
+struct WhatifResult {
+  WhatifConfig config;
+  opt::Plan plan;
+  OptimizerStepResult opt;
+  FwdBwdResult fwd_bwd;
+  DurationNs step_wall_ns = 0;
+  DurationNs exposed_comm_ns = 0;  // FSDP beyond the compute + optimizer collectives the GPU waits on
+  double mfu_pct = 0.0;
+  std::optional<double> deferral_pct;  // predicted (spec §4.12), packed global_capped groups only
+  std::int64_t params = 0;
+};
+
+// The metrics of a result as flat JSON (the --json keys, also stored in the DB).
+[[nodiscard]] nlohmann::json metrics_json(const WhatifResult& result);
+
+// `--fabric` value: a preset name (topologies/) or a TOML topology file; a file that names its
+// gpus_per_node must agree with `gpus_per_node`. Throws UsageError/InputError.
+[[nodiscard]] topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node);
+
+// The fabric axis of a sweep: `fabrics` (comma list of presets / TOML files) × `nic_GBps` (comma
+// list, "" = keep each fabric's NIC), then the overrides (when set) applied to every fabric.
+// Overridden fabrics are named "<fabric>@<nic GBps>" so table rows stay distinguishable.
+struct FabricOverrides {
+  std::optional<double> nvlink_GBps, oversubscription, latency_us;
+};
+[[nodiscard]] std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
+                                                            const FabricOverrides& overrides, int gpus_per_node);
+
+// The command line of `dionsim whatif` as given (lists as comma text), and the study it means.
+// make_study parses and validates every value (UsageError naming the flag) and resolves fabrics;
+// expand() then checks the cross product.
+struct WhatifOptions {
+  std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped";
+  std::string fractions = "0.25", capacities = "auto", nodes = "1", fabrics = "h100-ndr400", nic_GBps;
+  FabricOverrides overrides;
+  int gpus_per_node = 8;
+  std::optional<double> fwd_bwd_ms, mfu, alltoall_algbw_GBps;
+  std::int64_t tokens_per_gpu = 16384;
+  double host_launch_us = 0.0;
+};
+[[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
+
+// The human table: a header line and one fixed-width row per result.
+[[nodiscard]] std::string table_header();
+[[nodiscard]] std::string table_row(const WhatifResult& result);
+
+// Runs one configuration. The inventory must be the config's model.
+[[nodiscard]] WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory,
+                                      const KernelModel& kernels);
+
+// Expected deferred fraction of the winners of one packed group (spec §4.12: hypergeometric
+// winner scatter, normal approximation); 0 for other paths.
+[[nodiscard]] double predicted_deferral_fraction(const opt::GroupPlan& group, double fraction, std::int64_t world);
+
+}  // namespace dionsim::sim

@@ -1,0 +1,164 @@
+#include "sim/whatif_calibration.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+namespace {
+
+double positive(const nlohmann::json& j, const std::string& where, const std::string& key, double max = 1e300) {
+  if (!j.is_number() || !(j.get<double>() > 0.0) || j.get<double>() > max) {
+    throw_bad_input(where, key, j.dump(),
+                    max < 1e300 ? "a number in (0, " + std::to_string(max) + "]" : "a positive number");
+  }
+  return j.get<double>();
+}
+
+}  // namespace
+
+KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where, const Hardware& base) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_bad_input(where, "json", e.what(), "a JSON object");
+  }
+  if (!doc.is_object()) {
+    throw_bad_input(where, "document", doc.type_name(), "a JSON object");
+  }
+  if (!doc.contains("schema") || doc["schema"] != kKernelCalibrationSchema) {
+    throw_bad_input(where, "schema", doc.contains("schema") ? doc["schema"].dump() : "(missing)",
+                    std::string("'") + kKernelCalibrationSchema + "' (a kernel calibration for dionsim whatif)");
+  }
+  static const std::set<std::string> known{"schema",
+                                           "name",
+                                           "hardware",
+                                           "peak_bf16_TFLOPs",
+                                           "hbm_GBps",
+                                           "hbm_efficiency",
+                                           "launch_gap_us",
+                                           "gemm_efficiency_scale",
+                                           "hbm_efficiency_by_kernel",
+                                           "kernel_times",
+                                           "notes"};
+  for (const auto& [key, value] : doc.items()) {
+    if (!known.count(key)) {
+      throw_bad_input(where, key, value.dump(), "one of the keys of the calibration schema (unknown key)");
+    }
+  }
+  Hardware hw = base;
+  if (doc.contains("hardware")) {
+    if (!doc["hardware"].is_string()) throw_bad_input(where, "hardware", doc["hardware"].dump(), "a preset name");
+    hw = hardware_preset(doc["hardware"].get<std::string>(), where + ": hardware");
+  }
+  if (doc.contains("peak_bf16_TFLOPs"))
+    hw.peak_bf16_TFLOPs = positive(doc["peak_bf16_TFLOPs"], where, "peak_bf16_TFLOPs");
+  if (doc.contains("hbm_GBps")) hw.hbm_GBps = positive(doc["hbm_GBps"], where, "hbm_GBps");
+  if (doc.contains("hbm_efficiency")) hw.hbm_efficiency = positive(doc["hbm_efficiency"], where, "hbm_efficiency", 1.0);
+  if (doc.contains("launch_gap_us")) {
+    const auto& j = doc["launch_gap_us"];
+    if (!j.is_number() || !(j.get<double>() >= 0.0)) throw_bad_input(where, "launch_gap_us", j.dump(), "a number >= 0");
+    hw.launch_gap_us = j.get<double>();
+  }
+  KernelCalibration cal;
+  cal.name = doc.value("name", where);
+  cal.config = default_kernel_model_config(hw);
+  if (doc.contains("gemm_efficiency_scale")) {
+    cal.config.gemm_efficiency_scale = positive(doc["gemm_efficiency_scale"], where, "gemm_efficiency_scale");
+  }
+  if (doc.contains("hbm_efficiency_by_kernel")) {
+    const auto& m = doc["hbm_efficiency_by_kernel"];
+    if (!m.is_object()) throw_bad_input(where, "hbm_efficiency_by_kernel", m.dump(), "an object {kernel: efficiency}");
+    for (const auto& [kernel, eff] : m.items()) {
+      cal.config.hbm_efficiency_by_kernel[kernel] = positive(eff, where, "hbm_efficiency_by_kernel." + kernel, 1.0);
+    }
+  }
+  if (doc.contains("overlap_slowdown_by_kernel")) {
+    const auto& m = doc["overlap_slowdown_by_kernel"];
+    if (!m.is_object()) throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
+    for (const auto& [kernel, f] : m.items()) {
+      if (!f.is_number() || !(f.get<double>() >= 1.0)) {
+        throw_bad_input(where, "overlap_slowdown_by_kernel." + kernel, f.dump(), "a factor >= 1");
+      }
+      cal.config.overlap_slowdown_by_kernel[kernel] = f.get<double>();
+    }
+  }
+  if (doc.contains("kernel_times")) {
+    const auto& list = doc["kernel_times"];
+    if (!list.is_array()) throw_bad_input(where, "kernel_times", list.dump(), "an array of {kernel, size, time_us}");
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const auto& e = list[i];
+      const std::string key = "kernel_times[" + std::to_string(i) + "]";
+      if (!e.is_object() || !e.contains("kernel") || !e["kernel"].is_string() || e.size() != 3 || !e.contains("size") ||
+          !e.contains("time_us")) {
+        throw_bad_input(where, key, e.dump(), "{\"kernel\": name, \"size\": FLOPs or bytes, \"time_us\": t}");
+      }
+      const double size = positive(e["size"], where, key + ".size");
+      const double us = positive(e["time_us"], where, key + ".time_us");
+      cal.measured.add(e["kernel"].get<std::string>(), size, std::llround(us * 1e3));
+    }
+  }
+  return cal;
+}
+
+KernelCalibration load_kernel_calibration(const std::string& path, const Hardware& base) {
+  std::ifstream in(path);
+  if (!in) {
+    throw IoError(path + ": cannot open the calibration file");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_kernel_calibration(ss.str(), path, base);
+}
+
+KernelCalibration kernel_calibration_from_parameters(const std::string& name, const std::string& hardware_label,
+                                                     const std::map<std::string, double>& parameters,
+                                                     const Hardware& base) {
+  // "H200" / "NVIDIA H200" vs preset "h200"; "H100 …" vs "h100-sxm".
+  std::string label;
+  for (char c : hardware_label) label.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  const std::string gpu = base.name.substr(0, base.name.find('-'));  // "h100", "h200"
+  if (!label.empty() && label.find(gpu) == std::string::npos) {
+    throw_bad_usage("--hardware", base.name,
+                    "the GPU the calibration '" + name + "' was measured on (" + hardware_label + ")");
+  }
+  KernelCalibration cal;
+  cal.name = name;
+  cal.config = default_kernel_model_config(base);
+  for (const auto& [key, value] : parameters) {
+    if (key == "ns_gemm_isolated_tflops") {
+      if (!(value > 0.0)) throw_bad_input(name, key, std::to_string(value), "a positive throughput");
+      cal.config.TFLOPs_by_kernel["ns_gemm"] = value;
+    } else if (key == "ns_gemm_overlapped_tflops") {
+      if (!(value > 0.0)) throw_bad_input(name, key, std::to_string(value), "a positive throughput");
+    } else if (key == "ns_gemm_isolated_overhead_us") {
+      if (!(value >= 0.0)) throw_bad_input(name, key, std::to_string(value), "an overhead >= 0");
+      cal.config.launch_gap_us_by_kernel["ns_gemm"] = value;
+    } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") &&
+               key.find("kernel") == std::string::npos) {
+      const std::string world = key.substr(17, key.size() - 17 - 11);
+      if (world.empty() || world.find_first_not_of("0123456789") != std::string::npos || !(value > 0.0)) {
+        throw_bad_input(name, key, std::to_string(value), "nccl_all_to_all_w<WORLD>_algbw_GBps with a positive value");
+      }
+      cal.alltoall_algbw_GBps_by_world[std::stoll(world)] = value;
+    } else {
+      cal.unused_parameters.push_back(key);
+    }
+  }
+  // NS GEMMs beside an NCCL kernel: the traced slowdown (isolated / overlapped throughput).
+  const auto iso = parameters.find("ns_gemm_isolated_tflops");
+  const auto ovl = parameters.find("ns_gemm_overlapped_tflops");
+  if (iso != parameters.end() && ovl != parameters.end()) {
+    cal.config.overlap_slowdown_by_kernel["ns_gemm"] = std::max(1.0, iso->second / ovl->second);
+  } else if (ovl != parameters.end()) {
+    cal.unused_parameters.push_back(ovl->first);
+  }
+  return cal;
+}
+
+}  // namespace dionsim::sim

@@ -1,0 +1,58 @@
+#pragma once
+// Calibration file of the kernel-time model (`dionsim whatif --calibration FILE`), JSON:
+//
+//   {
+//     "schema": "dionsim.kernel-calibration/1",     required, exactly this
+//     "name": "seed-h100-1node",                    optional, shown in output
+//     "hardware": "h100-sxm",                       optional base preset (else --hardware)
+//     "peak_bf16_TFLOPs": 989.4, "hbm_GBps": 3350,  optional overrides of the preset
+//     "hbm_efficiency": 0.8, "launch_gap_us": 2.0,
+//     "gemm_efficiency_scale": 1.4,                 multiplier on the anchors' GEMM efficiency
+//     "hbm_efficiency_by_kernel": {"post": 0.7},    per kernel class
+//     "overlap_slowdown_by_kernel": {"ns_gemm": 1.87}, slower while a collective is in flight
+//     "kernel_times": [{"kernel": "pack", "size": 1.2e9, "time_us": 850.0}],
+//     "notes": "free text"
+//   }
+//
+// `size` is FLOPs for GEMM classes (name contains "gemm") and HBM bytes for the others, as in
+// KernelModel. Unknown keys are errors; every error names the file and the key.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/kernel_model.hpp"
+
+namespace dionsim::sim {
+
+inline constexpr const char* kKernelCalibrationSchema = "dionsim.kernel-calibration/1";
+
+struct KernelCalibration {
+  std::string name;
+  KernelModelConfig config;
+  MeasuredKernelTimes measured;
+  std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;  // measured all-to-alls, by world size
+  std::vector<std::string> unused_parameters;                   // of a `dionsim calibrate` file
+};
+
+// `base` is the preset the file's overrides apply to (unless the file names its own "hardware").
+// Throws IoError (unreadable), InputError (bad JSON, wrong schema, unknown key, bad value).
+[[nodiscard]] KernelCalibration load_kernel_calibration(const std::string& path, const Hardware& base);
+[[nodiscard]] KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where,
+                                                         const Hardware& base);
+
+// The fitted parameters of a `dionsim calibrate` file (analysis/fit_calibration.hpp, read by the
+// caller) as a kernel calibration. `hardware_label` ("H200", "NVIDIA H200", "H100") must name the
+// same GPU as `base` (UsageError naming --hardware otherwise). Used parameters:
+//   ns_gemm_isolated_tflops -> TFLOPs_by_kernel["ns_gemm"] (NS GEMMs at the traced throughput),
+//   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
+//   ns_gemm_overlapped_tflops (with the isolated one) -> overlap_slowdown_by_kernel["ns_gemm"],
+//   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
+// Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
+// in unused_parameters.
+[[nodiscard]] KernelCalibration kernel_calibration_from_parameters(const std::string& name,
+                                                                   const std::string& hardware_label,
+                                                                   const std::map<std::string, double>& parameters,
+                                                                   const Hardware& base);
+
+}  // namespace dionsim::sim

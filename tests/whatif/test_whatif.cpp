@@ -1,0 +1,266 @@
+// Acceptance tests of issue 5 on the library: payloads equal the plan's, bandwidth monotonicity,
+// exposed communication vs bytes, traces that parse and nest, bad input before anything runs.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "analysis/perfetto.hpp"
+#include "common/error.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
+#include "sim/whatif_trace.hpp"
+#include "topologies/topology.hpp"
+
+using namespace dionsim;
+using namespace dionsim::sim;
+
+namespace {
+
+WhatifStudy seed_study() {
+  WhatifStudy s;
+  s.base.model = "seed-5120x8";
+  s.base.fwd_bwd_ms = 450.0;
+  s.base.gpus_per_node = 8;
+  s.scopes = {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped};
+  s.fractions = {0.25};
+  s.capacity_factors = {std::nullopt};
+  s.nodes = {1, 2, 4, 16};
+  s.fabrics = {topo::preset("h100-ndr400")};
+  return s;
+}
+
+KernelModel h100() { return KernelModel(default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"))); }
+
+}  // namespace
+
+TEST_CASE("whatif: a2a payload equals the plan's, in every configuration", "[whatif]") {
+  auto study = seed_study();
+  study.fractions = {0.25, 0.5};
+  study.capacity_factors = {std::nullopt, 1.0};
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  const auto configs = expand(study);
+  CHECK(configs.size() == 4 * (2 + 2 + 2 * 2));  // capacity factors multiply global_capped only
+  for (const auto& c : configs) {
+    const auto r = run_whatif(c, inventory, model);
+    opt::PlanConfig pc;
+    pc.world = c.world();
+    pc.scope = c.scope;
+    pc.fraction = c.fraction;
+    pc.capacity_factor = c.capacity_factor;
+    pc.optimizer = c.optimizer;
+    pc.ns = c.ns;
+    const auto plan = opt::make_plan(inventory, pc);
+    CHECK(r.opt.a2a_bytes == plan.a2a_payload_bytes);
+    CHECK(metrics_json(r)["a2a_payload_bytes"].get<std::int64_t>() == plan.a2a_payload_bytes);
+    CHECK(r.step_wall_ns == r.fwd_bwd.wall_ns + r.opt.wall_ns);
+  }
+  // spec §7: the thread's w=8 capped payload, 360.61 MB
+  study.scopes = {opt::Scope::global_capped};
+  study.capacity_factors = {std::nullopt};
+  study.nodes = {2};
+  study.base.gpus_per_node = 4;
+  const auto r = run_whatif(expand(study).front(), inventory, model);
+  CHECK(r.plan.a2a_payload_bytes / 1e6 == Approx(360.61).margin(0.01));
+}
+
+TEST_CASE("whatif: more bandwidth never makes a step slower", "[whatif]") {
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    for (int nodes : {1, 2, 8, 64}) {
+      DurationNs previous = std::numeric_limits<DurationNs>::max();
+      for (double nic : {5.0, 12.5, 25.0, 50.0, 100.0, 200.0}) {
+        auto study = seed_study();
+        study.scopes = {scope};
+        study.nodes = {nodes};
+        study.fabrics.front().nic_GBps = nic;
+        const auto r = run_whatif(expand(study).front(), inventory, model);
+        INFO(opt::to_string(scope) << " nodes " << nodes << " nic " << nic);
+        CHECK(r.step_wall_ns <= previous);
+        previous = r.step_wall_ns;
+      }
+      // NVLink bandwidth too
+      DurationNs prev_nv = std::numeric_limits<DurationNs>::max();
+      for (double nv : {50.0, 150.0, 450.0, 900.0}) {
+        auto study = seed_study();
+        study.scopes = {scope};
+        study.nodes = {nodes};
+        study.fabrics.front().nvlink_GBps = nv;
+        const auto r = run_whatif(expand(study).front(), inventory, model);
+        CHECK(r.step_wall_ns <= prev_nv);
+        prev_nv = r.step_wall_ns;
+      }
+    }
+  }
+}
+
+// The issue's property, in the form the model guarantees. Exposed communication depends on the
+// bytes, on per-message latency and on what compute a scope's phase structure puts beside its
+// collectives, so it is not a function of bytes alone (docs/whatif.md lists the measured
+// exceptions: one node, where global_capped pays its extra all-gather; local vs global_capped at
+// 8-64 nodes, where local's last reverse all-to-all has nothing left to hide behind; and
+// global_capped's norm all-gather ring at 512 ranks, latency-bound at (w-1) hops). What holds, and
+// is asserted: off-node and with latency removed (bytes are then the only cost of a collective),
+// a scope that sends at most half of global's bytes never has more exposed communication.
+TEST_CASE("whatif: on one fabric a scope sending fewer bytes never has more exposed communication", "[whatif]") {
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  const auto bytes = [](const WhatifResult& r) { return r.plan.a2a_payload_bytes + r.plan.norms_allgather_bytes; };
+  int compared = 0;
+  for (const char* fabric : {"h100-ndr400", "p5-efa"}) {
+    for (int nodes : {2, 4, 8, 16, 64}) {
+      for (double nic : {10.0, 50.0}) {
+        auto study = seed_study();
+        study.fabrics = {topo::preset(fabric)};
+        study.fabrics.front().nic_GBps = nic;
+        study.fabrics.front().nic_latency_us = 0.0;
+        study.fabrics.front().nvlink_latency_us = 0.0;
+        study.nodes = {nodes};
+        study.capacity_factors = {1.0, 1.25, std::nullopt};
+        std::vector<WhatifResult> results;
+        for (const auto& c : expand(study)) results.push_back(run_whatif(c, inventory, model));
+        for (const auto& a : results) {
+          for (const auto& b : results) {
+            if (b.config.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
+            INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.scope) << " "
+                        << bytes(a) << " B vs global " << bytes(b) << " B");
+            CHECK(a.exposed_comm_ns <= b.exposed_comm_ns);
+            CHECK(a.opt.exposed_comm_ns <= b.opt.exposed_comm_ns);
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  CHECK(compared >= 20 * 3);
+}
+
+TEST_CASE("whatif: a trace parses as JSON and its events nest per thread", "[whatif]") {
+  auto study = seed_study();
+  study.nodes = {2};
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  const auto dir = std::filesystem::temp_directory_path() / "dionsim_whatif_trace_test";
+  std::filesystem::create_directories(dir);
+  for (const auto& c : expand(study)) {
+    const auto r = run_whatif(c, inventory, model);
+    const auto path = dir / trace_file_name(c);
+    {
+      analysis::TraceWriter out(path);
+      for (auto rank : trace_ranks("", c.world())) {
+        out.process_name(static_cast<int>(rank), "rank " + std::to_string(rank));
+        for (const auto& t : trace_threads()) out.thread_name(static_cast<int>(rank), t.tid, t.name);
+        for (const auto& e : trace_events(r)) {
+          out.complete(static_cast<int>(rank), e.tid, e.name, e.category, analysis::TracePs::from_ns(e.start_ns),
+                       analysis::TracePs::from_ns(e.duration_ns), e.args);
+        }
+      }
+      out.close();
+    }
+    std::ifstream in(path);
+    const auto trace = nlohmann::json::parse(in);  // throws if it is not JSON
+    REQUIRE(trace.contains("traceEvents"));
+    std::int64_t complete = 0, collectives = 0;
+    for (const auto& e : trace["traceEvents"]) {
+      if (e["ph"] == "X") ++complete;
+      if (e["ph"] == "X" && e["tid"] == 1 && e["name"] != "opt.step") {
+        ++collectives;
+        CHECK(e["args"]["bytes"].get<std::int64_t>() > 0);
+      }
+    }
+    CHECK(collectives == 4 * r.plan.collectives);  // 4 ranks by default
+    CHECK(complete > collectives);
+    CHECK(analysis::nesting_violations(trace).empty());
+  }
+  std::filesystem::remove_all(dir);
+  CHECK(trace_ranks("all", 16).size() == 16);
+  CHECK(trace_ranks("", 2).size() == 2);
+  CHECK_THROWS_AS(trace_ranks("16", 16), UsageError);
+}
+
+TEST_CASE("whatif: predicted deferral follows spec §4.12", "[whatif]") {
+  // c = 1 at w = 4, pr*k = 2880 -> ~0.40 * sqrt((1 - 1/w) / (pr k)) without the (1-f) factor;
+  // with it sigma shrinks by sqrt(0.75). Auto c (z = 2) gives far less than c = 1.
+  opt::PlanConfig pc;
+  pc.world = 4;
+  pc.scope = opt::Scope::global_capped;
+  pc.fraction = 0.25;
+  pc.capacity_factor = 1.0;
+  const auto g = opt::plan_group(5120, 5120, 33, pc);
+  REQUIRE(g.path == opt::Path::capped_packed);
+  const double expect = 0.3989 * std::sqrt(0.75 * 0.75 / 2880.0);  // phi(0) * sigma / mu at z = 0
+  CHECK(predicted_deferral_fraction(g, 0.25, 4) == Approx(expect).epsilon(0.02));
+  pc.capacity_factor.reset();
+  const auto g_auto = opt::plan_group(5120, 5120, 33, pc);
+  CHECK(predicted_deferral_fraction(g_auto, 0.25, 4) < predicted_deferral_fraction(g, 0.25, 4) / 20);
+  pc.scope = opt::Scope::local;
+  CHECK(predicted_deferral_fraction(opt::plan_group(5120, 5120, 33, pc), 0.25, 4) == 0.0);
+}
+
+TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
+  auto empty_nodes = seed_study();
+  empty_nodes.nodes.clear();
+  CHECK_THROWS_AS(expand(empty_nodes), UsageError);
+  auto empty_scopes = seed_study();
+  empty_scopes.scopes.clear();
+  CHECK_THROWS_AS(expand(empty_scopes), UsageError);
+  // per-node leaves of 32 ports cannot take nodes of 6 GPUs
+  auto odd = seed_study();
+  odd.fabrics = {topo::preset("p5-efa")};
+  odd.base.gpus_per_node = 6;
+  CHECK_THROWS_AS(expand(odd), UsageError);
+  auto bad_fraction = seed_study();
+  bad_fraction.fractions = {0.0};
+  CHECK_THROWS_AS(expand(bad_fraction), UsageError);
+  auto both = seed_study();
+  both.base.mfu = 0.4;
+  CHECK_THROWS_AS(expand(both), UsageError);
+  CHECK_THROWS_AS(opt::load_inventory("no-such-model"), UsageError);
+  const auto base = hardware_preset("h100-sxm", "--hardware");
+  CHECK_THROWS_AS(parse_kernel_calibration(R"({"schema": "dionsim.fabric-calibration/1"})", "cal.json", base),
+                  InputError);
+  CHECK_THROWS_AS(parse_kernel_calibration(R"({"version": 1})", "cal.json", base), InputError);
+  CHECK_THROWS_AS(
+      parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "typo": 1})", "cal.json", base),
+      InputError);
+  const auto cal = parse_kernel_calibration(
+      R"({"schema": "dionsim.kernel-calibration/1", "gemm_efficiency_scale": 1.3, "hbm_efficiency": 0.7,
+          "kernel_times": [{"kernel": "pack", "size": 1e6, "time_us": 10}]})",
+      "cal.json", base);
+  CHECK(cal.config.gemm_efficiency_scale == 1.3);
+  CHECK(cal.config.hardware.hbm_efficiency == 0.7);
+  CHECK(cal.measured.lookup("pack", 1e6) == 10'000);
+}
+
+TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pin all-to-alls", "[whatif]") {
+  const auto h200 = hardware_preset("h200", "--hardware");
+  const std::map<std::string, double> params{{"ns_gemm_isolated_tflops", 750.0},
+                                             {"ns_gemm_isolated_overhead_us", 3.0},
+                                             {"nccl_all_to_all_w16_algbw_GBps", 100.0},
+                                             {"gemm_bf16_tflops", 737.9}};
+  const auto cal = kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
+  CHECK(cal.unused_parameters == std::vector<std::string>{"gemm_bf16_tflops"});
+  const KernelModel model(cal.config, cal.measured);
+  // 7.5e12 FLOPs at 750 TFLOP/s = 10 ms, + 2 launches x 3 us
+  CHECK(model.time_ns({"ns_gemm", 7.5e12, 0, 2, 1280, 5120}) == 10'006'000);
+  // other GEMM-free kernels keep the preset
+  CHECK(model.time_ns({"pack", 0, 4'800'000'000, 1, 0, 0}) ==
+        std::llround(1e6 / h200.hbm_efficiency + h200.launch_gap_us * 1e3));
+  // world 16 all-to-alls are pinned, others are not
+  auto study = seed_study();
+  study.nodes = {1, 2};
+  study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
+  const auto configs = expand(study);
+  for (const auto& c : configs) {
+    CHECK(c.alltoall_algbw_GBps.has_value() == (c.world() == 16));
+  }
+  const auto r = run_whatif(configs.back(), opt::seed_5120x8(), model);  // global_capped, 2 nodes
+  CHECK(r.opt.a2a_ns ==
+        Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
+  // a calibration measured on another GPU is refused
+  CHECK_THROWS_AS(
+      kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
+      UsageError);
+}
