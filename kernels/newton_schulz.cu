@@ -1,0 +1,242 @@
+// Polar Express / quintic Newton-Schulz (§2.6.1, §2.6.2) on cuBLASLt bf16 GEMMs (fp32 accumulate,
+// bf16 output) batched over a megabatch, with the reference's eager rounding sequence:
+//   n = bf16(|X|_F); d = bf16(bf16(n*1.02) + eps); X = bf16(X/d)
+//   A = bf16(X Xᵀ); B = bf16(bf16(b*A) + bf16(c*bf16(A A))); X = bf16(bf16(a*X) + bf16(B X))
+// (tall inputs: A = XᵀX and X B). Row-major matrices are handed to column-major cuBLASLt as their
+// transposes (Y = Xᵀ, ld = cols), so no copies are made.
+#include <cublasLt.h>
+
+#include <array>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include "kernels/check.cuh"
+#include "kernels/common.cuh"
+#include "kernels/ops.hpp"
+
+#define DIONSIM_CUBLAS_CHECK(call, op)                                                                    \
+  do {                                                                                                    \
+    const cublasStatus_t st_ = (call);                                                                    \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                     \
+      ::dionsim::kernels::detail::throw_device_error(#call, std::string("cublasStatus ") + std::to_string(static_cast<int>(st_)), (op), __FILE__, __LINE__); \
+  } while (0)
+
+namespace dionsim::kernels {
+namespace {
+
+constexpr std::array<std::array<double, 3>, 5> kPolarExpress{{
+    {8.156554524902461, -22.48329292557795, 15.878769915207462},
+    {4.042929935166739, -2.808917465908714, 0.5000178451051316},
+    {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
+    {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
+    {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
+}};
+constexpr std::array<std::array<double, 3>, 5> kQuintic{{
+    {4.0848, -6.8946, 2.9270},
+    {3.9505, -6.3029, 2.6377},
+    {3.7418, -5.5913, 2.3037},
+    {2.8769, -3.1427, 1.2046},
+    {2.8366, -3.0525, 1.2012},
+}};
+constexpr int kFrobBlocks = 64;
+constexpr std::size_t kWorkspaceBytes = 32u << 20;
+
+__global__ void frob_partial_kernel(const std::uint16_t* X, long long per, float* partial) {
+  const long long b = blockIdx.y;
+  const std::uint16_t* x = X + b * per;
+  float acc = 0.0F;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < per;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float v = detail::bf16_to_float(x[i]);
+    acc += v * v;
+  }
+  acc = detail::block_sum(acc);
+  if (threadIdx.x == 0) partial[b * gridDim.x + blockIdx.x] = acc;
+}
+// d = bf16(bf16(n*safety) + eps) with n = bf16(sqrt(sum)); safety 1.0 skips that rounding step.
+__global__ void frob_finalize_kernel(const float* partial, int batch, float safety, float eps, float* denom) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= batch) return;
+  float sum = 0.0F;
+  for (int i = 0; i < kFrobBlocks; ++i) sum += partial[b * kFrobBlocks + i];
+  const float n = detail::round_to_bf16(sqrtf(sum));
+  const float scaled = safety == 1.0F ? n : detail::round_to_bf16(n * safety);
+  denom[b] = detail::round_to_bf16(scaled + eps);
+}
+__global__ void divide_kernel(std::uint16_t* X, long long per, const float* denom) {
+  const long long b = blockIdx.y;
+  const float d = denom[b];
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < per;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    X[b * per + i] = detail::float_to_bf16(detail::bf16_to_float(X[b * per + i]) / d);
+}
+// out = bf16(bf16(p*x) + bf16(q*y)) with q == 1 meaning y is already the rounded product.
+__global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, long long n, float p, float q,
+                             std::uint16_t* out) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const float a = detail::round_to_bf16(p * detail::bf16_to_float(x[i]));
+    const float b = q == 1.0F ? detail::bf16_to_float(y[i]) : detail::round_to_bf16(q * detail::bf16_to_float(y[i]));
+    out[i] = detail::float_to_bf16(a + b);
+  }
+}
+
+unsigned elementwise_blocks(long long n) { return std::min<unsigned>(detail::blocks_for(n, 256), 8192u); }
+
+}  // namespace
+
+struct NewtonSchulz::Impl {
+  NsKind kind;
+  float eps;
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;
+  DeviceArray<bf16_bits> A, AA, Bm, BX;
+  DeviceArray<float> partial, denom;
+  // (transa, transb, m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC) -> cached descriptors
+  using Key = std::tuple<int, int, long long, long long, long long, long long, long long, long long, int, long long,
+                         long long, long long>;
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  std::map<Key, Plan> plans;
+
+  Plan& plan(const Key& key) {
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    const bool ta = std::get<0>(key) != 0, tb = std::get<1>(key) != 0;
+    const long long m = std::get<2>(key), n = std::get<3>(key), k = std::get<4>(key);
+    const long long lda = std::get<5>(key), ldb = std::get<6>(key), ldc = std::get<7>(key);
+    const int batch = std::get<8>(key);
+    const long long sa = std::get<9>(key), sb = std::get<10>(key), sc = std::get<11>(key);
+    Plan p;
+    const char* op = "newton_schulz (cuBLASLt plan)";
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op);
+    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), op);
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), op);
+    auto layout = [&](cublasLtMatrixLayout_t* l, long long rows, long long cols, long long ld, long long stride) {
+      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
+                                                      static_cast<std::uint64_t>(cols), ld), op);
+      const int bc = batch;
+      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)), op);
+      const std::int64_t st = stride;
+      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)), op);
+    };
+    layout(&p.a, ta ? k : m, ta ? m : k, lda, sa);
+    layout(&p.b, tb ? n : k, tb ? k : n, ldb, sb);
+    layout(&p.c, m, n, ldc, sc);
+    cublasLtMatmulPreference_t pref = nullptr;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), op);
+    const std::size_t ws = kWorkspaceBytes;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), op);
+    cublasLtMatmulHeuristicResult_t result{};
+    int returned = 0;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned), op);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (returned == 0)
+      detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
+    p.algo = result.algo;
+    return plans.emplace(key, p).first->second;
+  }
+
+  // Column-major C[m x n] = op(A) op(B), batched with strides (elements).
+  void gemm_cm(bool ta, bool tb, long long m, long long n, long long k, const bf16_bits* a, long long lda, long long sa,
+               const bf16_bits* b, long long ldb, long long sb, bf16_bits* c, long long ldc, long long sc, int batch,
+               StreamHandle s) {
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc});
+    const float alpha = 1.0F, beta = 0.0F;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                                        workspace, kWorkspaceBytes, detail::stream(s)),
+                         "newton_schulz (GEMM)");
+  }
+};
+
+NewtonSchulz::NewtonSchulz(NsKind kind, float eps) : impl_(new Impl{kind, eps}) {
+  DIONSIM_CUBLAS_CHECK(cublasLtCreate(&impl_->handle), "newton_schulz (cublasLtCreate)");
+  impl_->workspace = device_alloc(kWorkspaceBytes, "newton_schulz workspace");
+}
+
+NewtonSchulz::~NewtonSchulz() {
+  for (auto& [key, p] : impl_->plans) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.c);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  device_free(impl_->workspace);
+  if (impl_->handle != nullptr) cublasLtDestroy(impl_->handle);
+  delete impl_;
+}
+
+void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
+  const long long m = std::min(rows, cols);
+  const auto sq = static_cast<std::size_t>(batch) * m * m;
+  const auto full = static_cast<std::size_t>(batch) * rows * cols;
+  if (impl_->A.size() < sq) {
+    impl_->A = DeviceArray<bf16_bits>(sq, "ns A");
+    impl_->AA = DeviceArray<bf16_bits>(sq, "ns AA");
+    impl_->Bm = DeviceArray<bf16_bits>(sq, "ns B");
+  }
+  if (impl_->BX.size() < full) impl_->BX = DeviceArray<bf16_bits>(full, "ns BX");
+  if (impl_->denom.size() < static_cast<std::size_t>(batch)) {
+    impl_->denom = DeviceArray<float>(static_cast<std::size_t>(batch), "ns denom");
+    impl_->partial = DeviceArray<float>(static_cast<std::size_t>(batch) * kFrobBlocks, "ns partial");
+  }
+}
+
+double NewtonSchulz::flops(int batch, std::int64_t rows, std::int64_t cols) {
+  const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
+  return batch * (20.0 * m * m * n + 10.0 * m * m * m);
+}
+
+void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t cols, StreamHandle s) {
+  if (batch < 0 || batch >= 65536 || rows <= 0 || cols <= 0)
+    throw std::invalid_argument("NewtonSchulz::run: need 0 <= batch < 65536, rows > 0, cols > 0");
+  if (batch == 0) return;
+  reserve(batch, rows, cols);  // no-op once reserved (allocation would synchronize)
+  Impl& im = *impl_;
+  const auto st = detail::stream(s);
+  const long long per = rows * cols;
+  const bool tall = rows > cols;
+  const long long m = tall ? cols : rows;  // Gram size
+  const bool pe = im.kind == NsKind::polar_express;
+
+  frob_partial_kernel<<<dim3(kFrobBlocks, static_cast<unsigned>(batch)), 256, 0, st>>>(X, per, im.partial.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (norm)");
+  frob_finalize_kernel<<<detail::blocks_for(batch, 128), 128, 0, st>>>(im.partial.data(), batch, pe ? 1.02F : 1.0F,
+                                                                       im.eps, im.denom.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (norm finalize)");
+  divide_kernel<<<dim3(std::min(elementwise_blocks(per), 1024u), static_cast<unsigned>(batch)), 256, 0, st>>>(
+      X, per, im.denom.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (normalize)");
+
+  const auto& coeffs = pe ? kPolarExpress : kQuintic;
+  const long long sq = m * m;
+  for (const auto& abc : coeffs) {
+    // Y = Xᵀ in column-major, ld = cols.
+    if (!tall) im.gemm_cm(true, false, rows, rows, cols, X, cols, per, X, cols, per, im.A.data(), rows, sq, batch, s);
+    else im.gemm_cm(false, true, cols, cols, rows, X, cols, per, X, cols, per, im.A.data(), cols, sq, batch, s);
+    im.gemm_cm(false, false, m, m, m, im.A.data(), m, sq, im.A.data(), m, sq, im.AA.data(), m, sq, batch, s);
+    axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq,
+                                                                 static_cast<float>(abc[1]), static_cast<float>(abc[2]),
+                                                                 im.Bm.data());
+    DIONSIM_LAUNCH_CHECK("newton_schulz (B)");
+    if (!tall) im.gemm_cm(false, false, cols, rows, rows, X, cols, per, im.Bm.data(), rows, sq, im.BX.data(), cols, per, batch, s);
+    else im.gemm_cm(false, false, cols, rows, cols, im.Bm.data(), cols, sq, X, cols, per, im.BX.data(), cols, per, batch, s);
+    axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, im.BX.data(), batch * per,
+                                                                  static_cast<float>(abc[0]), 1.0F, X);
+    DIONSIM_LAUNCH_CHECK("newton_schulz (X)");
+  }
+}
+
+void NewtonSchulz::gemm(const bf16_bits* A, const bf16_bits* B, bf16_bits* C, int batch, std::int64_t m,
+                        std::int64_t n, std::int64_t k, StreamHandle s) {
+  // Row-major C = A B  <=>  column-major Cᵀ = Bᵀ Aᵀ.
+  impl_->gemm_cm(false, false, n, m, k, B, n, k * n, A, k, m * k, C, n, m * n, batch, s);
+}
+
+}  // namespace dionsim::kernels
