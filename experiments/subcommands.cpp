@@ -6,9 +6,14 @@ namespace dionsim::cli {
 
 // Declared here, defined one per file (cmd_<name>.cpp).
 // (entries are added as the subcommands land)
+int run_plan(std::span<const std::string> args);
+int run_step(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 0> table{};
+  static constexpr std::array<Subcommand, 2> table{{
+      {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
+      {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
+  }};
   return table;
 }
 

@@ -1,0 +1,121 @@
+#include "optimizer/inventory.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+
+#include "common/error.hpp"
+
+namespace dionsim::opt {
+
+Inventory seed_5120x8() {
+  // Spec §7: the only inventory that reproduces the thread's payloads at w = 4, 8, 16.
+  return {"seed-5120x8", {{"square", 5120, 5120, 33}, {"mlp", 20480, 5120, 16}}};
+}
+
+Inventory gpt_layout(std::int64_t hidden, std::int64_t layers) {
+  // Per layer q, k, v, o, fc, proj in parameter order; the plan buckets by first occurrence, so the
+  // groups come out as (h,h) x 4L, (4h,h) x L, (h,4h) x L (spec §6.1).
+  Inventory inv{"gpt-" + std::to_string(hidden) + "x" + std::to_string(layers), {}};
+  for (std::int64_t l = 0; l < layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    for (const char* n : {"attn.c_q", "attn.c_k", "attn.c_v", "attn.c_proj"}) {
+      inv.entries.push_back({p + n, hidden, hidden, 1});
+    }
+    inv.entries.push_back({p + "mlp.c_fc", 4 * hidden, hidden, 1});
+    inv.entries.push_back({p + "mlp.c_proj", hidden, 4 * hidden, 1});
+  }
+  return inv;
+}
+
+Inventory gpt_swiglu(const std::string& name, std::int64_t hidden, std::int64_t inter, std::int64_t layers) {
+  Inventory inv{name, {}};
+  for (std::int64_t l = 0; l < layers; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    for (const char* n : {"attn.q", "attn.k", "attn.v", "attn.o"}) {
+      inv.entries.push_back({p + n, hidden, hidden, 1});
+    }
+    inv.entries.push_back({p + "mlp.gate", inter, hidden, 1});
+    inv.entries.push_back({p + "mlp.up", inter, hidden, 1});
+    inv.entries.push_back({p + "mlp.down", hidden, inter, 1});
+  }
+  return inv;
+}
+
+Inventory parse_inventory_json(const std::string& text, const std::string& where) {
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw_bad_input(where, "(document)", e.what(), "a JSON list of {name, rows, cols, count}");
+  }
+  if (!doc.is_array() || doc.empty()) {
+    throw_bad_input(where, "(document)", doc.dump().substr(0, 40), "a non-empty JSON list of {name, rows, cols, count}");
+  }
+  Inventory inv{where, {}};
+  for (std::size_t i = 0; i < doc.size(); ++i) {
+    const auto& e = doc[i];
+    const std::string at = "[" + std::to_string(i) + "]";
+    if (!e.is_object()) {
+      throw_bad_input(where, at, e.dump(), "an object {name, rows, cols, count}");
+    }
+    for (const auto& [key, value] : e.items()) {
+      if (key != "name" && key != "rows" && key != "cols" && key != "count") {
+        throw_bad_input(where, at + "." + key, value.dump(), "only the keys name, rows, cols, count");
+      }
+    }
+    MatrixSpec m;
+    if (!e.contains("name") || !e["name"].is_string()) {
+      throw_bad_input(where, at + ".name", e.value("name", nlohmann::json()).dump(), "a string");
+    }
+    m.name = e["name"].get<std::string>();
+    for (const char* key : {"rows", "cols", "count"}) {
+      if (std::string(key) == "count" && !e.contains("count")) {
+        continue;  // count defaults to 1
+      }
+      if (!e.contains(key) || !e[key].is_number_integer() || e[key].get<std::int64_t>() < 1) {
+        throw_bad_input(where, at + "." + key, e.contains(key) ? e[key].dump() : "(missing)", "an integer >= 1");
+      }
+    }
+    m.rows = e["rows"].get<std::int64_t>();
+    m.cols = e["cols"].get<std::int64_t>();
+    m.count = e.value("count", std::int64_t{1});
+    inv.entries.push_back(m);
+  }
+  return inv;
+}
+
+Inventory load_inventory(const std::string& model) {
+  if (model == "seed-5120x8") {
+    return seed_5120x8();
+  }
+  if (model == "gpt-1b") {
+    return gpt_swiglu("gpt-1b", 1536, 6656, 24);
+  }
+  if (model == "gpt-14b") {
+    return gpt_swiglu("gpt-14b", 5120, 17920, 40);
+  }
+  static const std::regex gpt(R"(gpt-([0-9]{1,6})x([0-9]{1,4}))");
+  std::smatch m;
+  if (std::regex_match(model, m, gpt)) {
+    const std::int64_t h = std::stoll(m[1]);
+    const std::int64_t l = std::stoll(m[2]);
+    if (h < 1 || l < 1) {
+      throw_bad_usage("--model", model, "gpt-<hidden>x<layers> with both >= 1");
+    }
+    return gpt_layout(h, l);
+  }
+  if (model.ends_with(".json")) {
+    std::ifstream in(model);
+    if (!in) {
+      throw_bad_input(model, "(file)", model, "a readable JSON inventory file");
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    return parse_inventory_json(buf.str(), model);
+  }
+  throw_bad_usage("--model", model, "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or a .json inventory file");
+}
+
+}  // namespace dionsim::opt

@@ -1,0 +1,34 @@
+#pragma once
+// Model inventories (DESIGN.md "Model inventories"): the list of 2-D weight matrices that go to
+// Dion2/NorDion2, in parameter-group order. Shape groups are formed from it by the plan.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dionsim::opt {
+
+// `count` matrices of global shape (rows, cols) = nn.Linear (out, in). Rows are the FSDP2 shard dim.
+struct MatrixSpec {
+  std::string name;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  std::int64_t count = 1;
+};
+
+struct Inventory {
+  std::string name;               // the --model spelling it came from
+  std::vector<MatrixSpec> entries;  // parameter-group order (shape groups by first occurrence)
+};
+
+// Resolves `--model`: "seed-5120x8", "gpt-<h>x<L>", "gpt-1b", "gpt-14b", or a path to a JSON list of
+// {"name", "rows", "cols", "count"}. Throws UsageError for an unknown name, InputError for a bad file.
+[[nodiscard]] Inventory load_inventory(const std::string& model);
+
+// The built-ins, exposed for tests and benchmarks.
+[[nodiscard]] Inventory seed_5120x8();
+[[nodiscard]] Inventory gpt_layout(std::int64_t hidden, std::int64_t layers);  // q,k,v,o (h,h); fc (4h,h); proj (h,4h)
+[[nodiscard]] Inventory gpt_swiglu(const std::string& name, std::int64_t hidden, std::int64_t inter,
+                                   std::int64_t layers);                       // spec §6.2
+[[nodiscard]] Inventory parse_inventory_json(const std::string& text, const std::string& where);
+
+}  // namespace dionsim::opt
