@@ -14,7 +14,10 @@ namespace dionsim::kernels::detail {
                                      int line);
 
 inline void check_cuda(cudaError_t e, const char* call, const char* op, const char* file, int line) {
-  if (e != cudaSuccess) throw_device_error(call, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), op, file, line);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();  // clear a non-sticky error so the next launch check does not report it again
+    throw_device_error(call, std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e), op, file, line);
+  }
 }
 
 inline cudaStream_t stream(StreamHandle s) { return static_cast<cudaStream_t>(s); }

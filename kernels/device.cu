@@ -104,4 +104,31 @@ float EventTimer::elapsed_ms() const {
   return ms;
 }
 
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  DIONSIM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event");
+  event_ = e;
+}
+Event::~Event() { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+void Event::record(StreamHandle s) { DIONSIM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), detail::stream(s)), "event record"); }
+void Event::wait(StreamHandle s) const {
+  DIONSIM_CUDA_CHECK(cudaStreamWaitEvent(detail::stream(s), static_cast<cudaEvent_t>(event_), 0), "stream wait");
+}
+
+TimingEvent::TimingEvent() {
+  cudaEvent_t e = nullptr;
+  DIONSIM_CUDA_CHECK(cudaEventCreate(&e), "timing event");
+  event_ = e;
+}
+TimingEvent::~TimingEvent() { (void)cudaEventDestroy(static_cast<cudaEvent_t>(event_)); }
+void TimingEvent::record(StreamHandle s) {
+  DIONSIM_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event_), detail::stream(s)), "timing event record");
+}
+float TimingEvent::ms_since(const TimingEvent& earlier) const {
+  DIONSIM_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event_)), "timing event synchronize");
+  float ms = 0;
+  DIONSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.event_), static_cast<cudaEvent_t>(event_)), "timing event elapsed");
+  return ms;
+}
+
 }  // namespace dionsim::kernels

@@ -94,4 +94,34 @@ class EventTimer {
   void* stop_ = nullptr;
 };
 
+// A timing-free event for cross-stream ordering: record() on one stream, then wait() makes another
+// stream wait for the work recorded (device-side, no host block).
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(StreamHandle s);
+  void wait(StreamHandle s) const;
+
+ private:
+  void* event_ = nullptr;
+};
+
+// Records timing events on a stream and reports elapsed times between consecutive marks after the
+// work has finished (the reads synchronize; issue everything first).
+class TimingEvent {
+ public:
+  TimingEvent();
+  ~TimingEvent();
+  TimingEvent(const TimingEvent&) = delete;
+  TimingEvent& operator=(const TimingEvent&) = delete;
+  void record(StreamHandle s);
+  [[nodiscard]] float ms_since(const TimingEvent& earlier) const;
+
+ private:
+  void* event_ = nullptr;
+};
+
 }  // namespace dionsim::kernels

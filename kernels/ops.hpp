@@ -123,9 +123,12 @@ struct PostParams {
   float adjusted_lr = 0.01F;  // from the global shape (§2.7)
   float ef = 1.0F;            // EF decay of applied rows (1 = none: the `local` path decayed pre-comm)
   bool round_update_bf16 = true;  // masked post: bf16(-adjusted_lr * U) before the add
+  bool param_bf16 = false;        // bf16 parameters (stored as bf16-representable fp32): every write
+                                  // of W and the update is rounded to bf16 (spec §2.10.6)
 };
 
-// Per matrix m < N, row r < L: W *= (1 - lr*wd) everywhere; a row is applied when its U row
+// Per matrix m < N, row r < L: W *= (1 - lr*wd) everywhere (the factor formed in fp32 as the
+// reference's 0-dim fp32 tensors do); a row is applied when its U row
 // (U is [N][u_rows][C], u_rows >= L, only the first L rows used) has a nonzero; applied rows get
 // M *= ef (ef rounded to the momentum dtype first) and W -= adjusted_lr * U * row_scale[row]
 // (row_scale nullable = 1; non-null = NorDion2, fp32 update, no bf16 rounding).
@@ -136,7 +139,11 @@ void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, con
 // applied rows; row_scale [N][L] receives 1/(sqrt(V)+1e-8) * F0/max(|Ohat|_F, 1e-8) for applied
 // rows and 0 elsewhere (so masked_post applies O' = O * row_scale).
 void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols, float* V,
-                        float muon_beta2, float* row_scale, StreamHandle s);
+                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16 = false);
+
+// Deterministic pseudo-random N(0, scale^2)-like fill (hash of seed and index, Box-Muller) for
+// measurement inputs; not a statistics-grade generator.
+void fill_random(float* out, std::int64_t n, std::uint64_t seed, float scale, StreamHandle s);
 
 // ---- Newton-Schulz (§2.6) -----------------------------------------------------------------------
 

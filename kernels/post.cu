@@ -15,7 +15,7 @@ constexpr int kThreads = 256;
 
 __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::uint16_t* U, const float* row_scale,
                                    long long L, long long u_rows, long long cols, float decay, float neg_adj_lr,
-                                   float ef, bool round_update) {
+                                   float ef, bool round_update, bool param_bf16) {
   const long long m = blockIdx.y, r = blockIdx.x;
   const long long wrow = (m * L + r) * cols;
   const std::uint16_t* u = U + (m * u_rows + r) * cols;
@@ -25,12 +25,15 @@ __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::ui
   const float scale = row_scale != nullptr ? row_scale[m * L + r] : 1.0F;
   for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
     float w = __fmul_rn(W[wrow + j], decay);  // no FMA contraction: the reference rounds twice
+    if (param_bf16) w = detail::round_to_bf16(w);
     if (applied) {
       const float uj = detail::bf16_to_float(u[j]);
       float upd;
       if (row_scale != nullptr) upd = __fmul_rn(neg_adj_lr, __fmul_rn(uj, scale));
       else upd = round_update ? detail::round_to_bf16(uj * neg_adj_lr) : uj * neg_adj_lr;
+      if (param_bf16) upd = detail::round_to_bf16(upd);
       w = __fadd_rn(w, upd);
+      if (param_bf16) w = detail::round_to_bf16(w);
       detail::store_m(M, m_bf16, wrow + j, detail::load_m(M, m_bf16, wrow + j) * ef);
     }
     W[wrow + j] = w;
@@ -55,7 +58,8 @@ __global__ void row_sumsq_kernel(const std::uint16_t* U, long long L, long long 
 }
 
 // One block per matrix: F0, V lerp on applied rows, per-row scale (§2.8).
-__global__ void nordion2_scale_kernel(long long L, long long cols, float* V, float one_minus_beta2, float* row_scale) {
+__global__ void nordion2_scale_kernel(long long L, long long cols, float* V, float one_minus_beta2, float* row_scale,
+                                      bool v_bf16) {
   const long long m = blockIdx.x;
   float* rs = row_scale + m * L;
   float* v = V + m * L;
@@ -64,8 +68,8 @@ __global__ void nordion2_scale_kernel(long long L, long long cols, float* V, flo
     const float ss = rs[r];
     if (ss < 0.0F) continue;
     const float nu = ss / static_cast<float>(cols);
-    const float vn = v[r] + one_minus_beta2 * (nu - v[r]);
-    v[r] = vn;
+    const float vn = __fadd_rn(v[r], __fmul_rn(one_minus_beta2, nu - v[r]));  // torch.lerp
+    v[r] = v_bf16 ? detail::round_to_bf16(vn) : vn;
     const float inv = 1.0F / (sqrtf(vn) + 1e-8F);
     f0sq += ss;
     ohatsq += ss * inv * inv;
@@ -75,6 +79,8 @@ __global__ void nordion2_scale_kernel(long long L, long long cols, float* V, flo
   const float g = sqrtf(f0sq) / fmaxf(sqrtf(ohatsq), 1e-8F);
   for (long long r = threadIdx.x; r < L; r += blockDim.x) {
     const float ss = rs[r];
+    // fp32 V: v[r] is the lerp result itself. bf16 V: the reference divides by the unrounded value;
+    // using the stored (rounded) one differs by <= 2^-9 relative in that row's scale.
     rs[r] = ss < 0.0F ? 0.0F : g / (sqrtf(v[r]) + 1e-8F);
   }
 }
@@ -89,15 +95,14 @@ void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, con
     throw std::invalid_argument("masked_post: need 0 <= N < 65536, 0 <= L <= u_rows, cols > 0");
   if (N == 0 || L == 0) return;
   const bool bf16 = dtype == MomentumDtype::bf16;
-  // Scalars are formed in double and cast once, as PyTorch does with Python-float operands.
-  const auto decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
+  const float decay = 1.0F - p.lr * p.weight_decay;  // fp32, as the CPU reference step forms it
   masked_post_kernel<<<dim3(static_cast<unsigned>(L), static_cast<unsigned>(N)), kThreads, 0, detail::stream(s)>>>(
-      W, M, bf16, U, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16), p.round_update_bf16);
+      W, M, bf16, U, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16), p.round_update_bf16, p.param_bf16);
   DIONSIM_LAUNCH_CHECK("masked_post");
 }
 
 void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols, float* V,
-                        float muon_beta2, float* row_scale, StreamHandle s) {
+                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16) {
   if (N < 0 || N >= 65536 || L < 0 || u_rows < L || cols <= 0)
     throw std::invalid_argument("nordion2_row_scale: need 0 <= N < 65536, 0 <= L <= u_rows, cols > 0");
   if (N == 0 || L == 0) return;
@@ -105,7 +110,7 @@ void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t 
       U, L, u_rows, cols, row_scale);
   DIONSIM_LAUNCH_CHECK("nordion2_row_scale (row sums)");
   nordion2_scale_kernel<<<static_cast<unsigned>(N), 1024, 0, detail::stream(s)>>>(L, cols, V, 1.0F - muon_beta2,
-                                                                                   row_scale);
+                                                                                   row_scale, v_bf16);
   DIONSIM_LAUNCH_CHECK("nordion2_row_scale");
 }
 

@@ -120,7 +120,7 @@ void capped_assemble(const CappedShape& sh, const std::vector<bf16_bits>& recv, 
 void masked_post(std::vector<float>& W, std::vector<float>& M, MomentumDtype dtype, const std::vector<bf16_bits>& U,
                  const std::vector<float>* row_scale, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols,
                  const PostParams& p) {
-  const auto decay = static_cast<float>(1.0 - static_cast<double>(p.lr) * static_cast<double>(p.weight_decay));
+  const float decay = 1.0F - p.lr * p.weight_decay;
   const float ef = dtype == MomentumDtype::bf16 ? round_bf16(p.ef) : p.ef;
   for (std::int64_t m = 0; m < N; ++m)
     for (std::int64_t r = 0; r < L; ++r) {
@@ -130,12 +130,15 @@ void masked_post(std::vector<float>& W, std::vector<float>& M, MomentumDtype dty
       for (std::int64_t j = 0; j < cols; ++j) {
         const auto i = static_cast<std::size_t>((m * L + r) * cols + j);
         float w = W[i] * decay;
+        if (p.param_bf16) w = round_bf16(w);
         if (applied) {
           const float uj = from_bf16(u[j]);
           float upd;
           if (row_scale) upd = -p.adjusted_lr * (uj * scale);
           else upd = p.round_update_bf16 ? round_bf16(uj * -p.adjusted_lr) : uj * -p.adjusted_lr;
+          if (p.param_bf16) upd = round_bf16(upd);
           w += upd;
+          if (p.param_bf16) w = round_bf16(w);
           M[i] = store(M[i] * ef, dtype);
         }
         W[i] = w;

@@ -117,6 +117,22 @@ __global__ void gather_to_matrix_major_kernel(const float* g, int w, int N, long
   }
 }
 
+__device__ inline unsigned long long mix64(unsigned long long x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+__global__ void fill_random_kernel(float* out, long long n, unsigned long long seed, float scale) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const unsigned long long h = mix64(seed ^ mix64(static_cast<unsigned long long>(i)));
+    const float u1 = (static_cast<float>(h >> 40) + 1.0F) * (1.0F / 16777217.0F);  // (0, 1]
+    const float u2 = static_cast<float>((h >> 16) & 0xffffffULL) * (1.0F / 16777216.0F);
+    out[i] = scale * sqrtf(-2.0F * logf(u1)) * cospif(2.0F * u2);
+  }
+}
+
 void require(bool ok, const char* what) {
   if (!ok) throw std::invalid_argument(std::string("kernels: precondition failed: ") + what);
 }
@@ -226,6 +242,13 @@ void gather_to_matrix_major(const float* gathered, int w, int N, std::int64_t pl
   gather_to_matrix_major_kernel<<<std::min<unsigned>(detail::blocks_for(total, 256), 4096), 256, 0,
                                   detail::stream(s)>>>(gathered, w, N, pl, keys);
   DIONSIM_LAUNCH_CHECK("gather_to_matrix_major");
+}
+
+void fill_random(float* out, std::int64_t n, std::uint64_t seed, float scale, StreamHandle s) {
+  require(n >= 0, "fill_random: n >= 0");
+  if (n == 0) return;
+  fill_random_kernel<<<std::min(detail::blocks_for(n, 256), 8192u), 256, 0, detail::stream(s)>>>(out, n, seed, scale);
+  DIONSIM_LAUNCH_CHECK("fill_random");
 }
 
 }  // namespace dionsim::kernels

@@ -10,7 +10,7 @@ using namespace dionsim::kernels::testing;
 
 TEST_CASE("Newton-Schulz matches the bf16 reference (wide, tall, square; both coefficient sets)", "[gpu][ns]") {
   const auto kind = GENERATE(NsKind::polar_express, NsKind::quintic);
-  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{24, 40}, {40, 24}, {32, 32}, {8, 96}}) {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{24, 40}, {40, 24}, {32, 32}, {8, 96}, {128, 512}}) {
     const int batch = 3;
     const auto X = to_bf16(random_floats(batch * rows * cols, 31 + rows));
     DeviceArray<bf16_bits> dX(X);
@@ -23,8 +23,10 @@ TEST_CASE("Newton-Schulz matches the bf16 reference (wide, tall, square; both co
     // Same rounding points; only the GEMMs' accumulation order differs (fp32 tensor cores vs double),
     // which flips an occasional bf16 rounding that 5 iterations then propagate. The spec measured
     // 0.2 % between implementations that follow the sequence (§2.6.1); 1e-2 is the bf16 bar.
-    INFO("rows " << rows << " cols " << cols);
-    CHECK(rel_frobenius(from_bf16(dX.download()), from_bf16(want)) < 1e-2);
+    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+    WARN("NS " << (kind == NsKind::polar_express ? "polar_express" : "quintic") << " [" << rows << "x" << cols
+                << "] GPU vs reference relative Frobenius error " << err);
+    CHECK(err < 1e-2);
     destroy_stream(s);
   }
 }
@@ -44,13 +46,18 @@ TEST_CASE("Newton-Schulz keeps zero matrices and zero rows exactly zero", "[gpu]
   for (std::int64_t i = 0; i < rows * cols; ++i) REQUIRE(got[i] == 0);
   for (std::int64_t r = 10; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) REQUIRE((got[(rows + r) * cols + c] & 0x7fff) == 0);
-  // The real rows equal NS of the unpadded 10-row matrix (zero rows are transparent).
+  // Zero rows are transparent: in exact-sum arithmetic (the reference) padded == unpadded bit for
+  // bit; on the GPU the real rows stay within bf16 tolerance of that reference.
   std::vector<bf16_bits> small(X.begin() + rows * cols, X.begin() + rows * cols + 10 * cols);
-  DeviceArray<bf16_bits> dS(small);
-  ns.run(dS.data(), 1, 10, cols, s);
-  synchronize(s);
+  std::vector<bf16_bits> padded(X.begin() + rows * cols, X.end());
+  auto small_ref = small;
+  ref::newton_schulz(small_ref, 1, 10, cols, NsKind::polar_express);
+  ref::newton_schulz(padded, 1, rows, cols, NsKind::polar_express);
+  CHECK(std::vector<bf16_bits>(padded.begin(), padded.begin() + 10 * cols) == small_ref);
   std::vector<bf16_bits> real(got.begin() + rows * cols, got.begin() + rows * cols + 10 * cols);
-  CHECK(rel_frobenius(from_bf16(real), from_bf16(dS.download())) < 1e-2);
+  const double err = rel_frobenius(from_bf16(real), from_bf16(small_ref));
+  WARN("NS padded-vs-unpadded relative Frobenius error " << err);
+  CHECK(err < 1e-2);
   destroy_stream(s);
 }
 
