@@ -24,6 +24,25 @@ __device__ inline void store_m(void* M, bool bf16, long long i, float v) {
   else static_cast<float*>(M)[i] = v;
 }
 
+// 8 bf16 values in one 16-byte access (memory-bound kernels need 16-byte loads to reach HBM
+// bandwidth; 2-byte scalar accesses reach about half).
+__device__ inline void unpack8(const uint4& v, float f[8]) {
+  const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+__device__ inline uint4 pack8(const float f[8]) {
+  unsigned w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = static_cast<unsigned>(float_to_bf16(f[2 * i])) | (static_cast<unsigned>(float_to_bf16(f[2 * i + 1])) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+__device__ inline bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15u) == 0; }
+
 // Deterministic block-wide sum (fixed tree order for a given blockDim). blockDim.x must be a
 // multiple of 32 and <= 1024; every thread gets the result.
 __device__ inline float block_sum(float v) {

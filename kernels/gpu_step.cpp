@@ -179,6 +179,7 @@ struct GpuOptimizer::Impl {
           rc.ns->reserve(static_cast<int>(pr), g.kw, C);
         } else if (g.path == opt::Path::global) {
           rg->send = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global send");
+          memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global recv");
           rg->ns = DeviceArray<bf16_bits>(at(pr * W * g.pl * C), "global assembled");
           rg->nsin = DeviceArray<bf16_bits>(at(pr * g.k_tot * C), "global ns input");
@@ -285,8 +286,11 @@ struct GpuOptimizer::Impl {
       }
     } else if (g.path == opt::Path::global) {
       if (phase == 0) {
-        timed(rc, "momentum_norms", [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
-        timed(rc, "bf16_copy", [&] { pad_shards_bf16(rg.M.data(), mdt, N, static_cast<int>(g.Np), L, g.pl, C, rg.send.data(), s); });
+        // M += G fused with the bf16 copy into the padded payload [Np][pl][C] (pad rows and virtual
+        // matrices stay zero: zeroed at allocation, and NS keeps zero rows zero on the way back).
+        timed(rc, "momentum_norms", [&] {
+          accumulate_row_l1_copy(rg.G.data(), rg.M.data(), mdt, N, L, g.pl, C, rg.keys.data(), rg.send.data(), s);
+        });
       } else if (phase == 1) {
         const std::int64_t Sp = W * g.pl;
         timed(rc, "assemble", [&] { interleave_blocks(rg.recv.data(), W, pr, g.pl, C, rg.ns.data(), s); });

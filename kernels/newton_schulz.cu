@@ -47,10 +47,21 @@ __global__ void frob_partial_kernel(const std::uint16_t* X, long long per, float
   const long long b = blockIdx.y;
   const std::uint16_t* x = X + b * per;
   float acc = 0.0F;
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < per;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const float v = detail::bf16_to_float(x[i]);
-    acc += v * v;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (per % 8 == 0 && detail::aligned16(x)) {
+    const uint4* x8 = reinterpret_cast<const uint4*>(x);
+    for (long long i = first; i < per / 8; i += stride) {
+      float f[8];
+      detail::unpack8(x8[i], f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc += f[k] * f[k];
+    }
+  } else {
+    for (long long i = first; i < per; i += stride) {
+      const float v = detail::bf16_to_float(x[i]);
+      acc += v * v;
+    }
   }
   acc = detail::block_sum(acc);
   if (threadIdx.x == 0) partial[b * gridDim.x + blockIdx.x] = acc;
@@ -68,18 +79,62 @@ __global__ void frob_finalize_kernel(const float* partial, int batch, float safe
 __global__ void divide_kernel(std::uint16_t* X, long long per, const float* denom) {
   const long long b = blockIdx.y;
   const float d = denom[b];
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < per;
-       i += static_cast<long long>(gridDim.x) * blockDim.x)
-    X[b * per + i] = detail::float_to_bf16(detail::bf16_to_float(X[b * per + i]) / d);
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  std::uint16_t* x = X + b * per;
+  if (per % 8 == 0 && detail::aligned16(x)) {
+    uint4* x8 = reinterpret_cast<uint4*>(x);
+    for (long long i = first; i < per / 8; i += stride) {
+      float f[8];
+      detail::unpack8(x8[i], f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) f[k] = f[k] / d;
+      x8[i] = detail::pack8(f);
+    }
+    return;
+  }
+  for (long long i = first; i < per; i += stride) x[i] = detail::float_to_bf16(detail::bf16_to_float(x[i]) / d);
 }
 // out = bf16(bf16(p*x) + bf16(q*y)) with q == 1 meaning y is already the rounded product.
 __global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, long long n, float p, float q,
                              std::uint16_t* out) {
-  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  const long long first = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (n % 8 == 0 && detail::aligned16(x) && detail::aligned16(y) && detail::aligned16(out)) {
+    const uint4* x8 = reinterpret_cast<const uint4*>(x);
+    const uint4* y8 = reinterpret_cast<const uint4*>(y);
+    uint4* o8 = reinterpret_cast<uint4*>(out);
+    for (long long i = first; i < n / 8; i += stride) {
+      float a[8], b[8];
+      detail::unpack8(x8[i], a);
+      detail::unpack8(y8[i], b);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const float pa = detail::round_to_bf16(p * a[k]);
+        const float qb = q == 1.0F ? b[k] : detail::round_to_bf16(q * b[k]);
+        a[k] = pa + qb;
+      }
+      o8[i] = detail::pack8(a);
+    }
+    return;
+  }
+  for (long long i = first; i < n; i += stride) {
     const float a = detail::round_to_bf16(p * detail::bf16_to_float(x[i]));
     const float b = q == 1.0F ? detail::bf16_to_float(y[i]) : detail::round_to_bf16(q * detail::bf16_to_float(y[i]));
     out[i] = detail::float_to_bf16(a + b);
+  }
+}
+
+// Symmetric Gram products computed by block rows (upper block triangle only): copy each strictly
+// lower block from its transpose. A is column-major [m x m] with leading dimension ld, per batch.
+__global__ void mirror_lower_blocks_kernel(std::uint16_t* A, long long m, long long ld, long long sq, long long b) {
+  const long long batch = blockIdx.y;
+  std::uint16_t* a = A + batch * sq;
+  const long long total = m * m;
+  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < total;
+       e += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const long long c = e / m, r = e % m;  // column-major walk: coalesced writes
+    if (r / b > c / b) a[r + c * ld] = a[c + r * ld];
   }
 }
 
@@ -90,6 +145,7 @@ unsigned elementwise_blocks(long long n) { return std::min<unsigned>(detail::blo
 struct NewtonSchulz::Impl {
   NsKind kind;
   float eps;
+  long long sym_min = 512;  // Gram size from which the symmetric block-row products are used
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   DeviceArray<bf16_bits> A, AA, Bm, BX;
@@ -133,6 +189,11 @@ struct NewtonSchulz::Impl {
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), op);
     const std::size_t ws = kWorkspaceBytes;
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), op);
+    // Split-K partial sums must be reduced in fp32: the in-place / output-type schemes add the
+    // partials in the bf16 output, which put single small GEMMs (12 x 12 x 96, batch 1) 7 % off the
+    // reference after Polar Express (measured on H200, cuBLAS 13; batch 2 of the same shape was exact).
+    const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
     cublasLtMatmulHeuristicResult_t result{};
     int returned = 0;
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned), op);
@@ -141,6 +202,18 @@ struct NewtonSchulz::Impl {
       detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
     p.algo = result.algo;
     return plans.emplace(key, p).first->second;
+  }
+
+  // Block rows for the symmetric products: 4 for large Grams, 2 for medium, 1 = plain GEMM.
+  [[nodiscard]] long long sym_blocks(long long m) const {
+    if (m < sym_min) return 1;
+    if (m >= 4 * sym_min && m % 32 == 0) return 4;  // block rows stay >= sym_min, 16-byte aligned
+    return m % 16 == 0 ? 2 : 1;
+  }
+  void mirror(bf16_bits* A, long long m, long long ld, long long sq, long long b, int batch, StreamHandle s) {
+    mirror_lower_blocks_kernel<<<dim3(std::min(detail::blocks_for(m * m, 256), 2048u), static_cast<unsigned>(batch)), 256, 0,
+                                 detail::stream(s)>>>(A, m, ld, sq, b);
+    DIONSIM_LAUNCH_CHECK("newton_schulz (mirror)");
   }
 
   // Column-major C[m x n] = op(A) op(B), batched with strides (elements).
@@ -174,7 +247,8 @@ NewtonSchulz::~NewtonSchulz() {
 
 void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
   const long long m = std::min(rows, cols);
-  const auto sq = static_cast<std::size_t>(batch) * m * m;
+  const long long ld = (m + 7) / 8 * 8;  // Gram matrices: 16-byte aligned columns (see run())
+  const auto sq = static_cast<std::size_t>(batch) * m * ld;
   const auto full = static_cast<std::size_t>(batch) * rows * cols;
   if (impl_->A.size() < sq) {
     impl_->A = DeviceArray<bf16_bits>(sq, "ns A");
@@ -187,6 +261,8 @@ void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
     impl_->partial = DeviceArray<float>(static_cast<std::size_t>(batch) * kFrobBlocks, "ns partial");
   }
 }
+
+void NewtonSchulz::set_symmetric_min(std::int64_t m) { impl_->sym_min = m; }
 
 double NewtonSchulz::flops(int batch, std::int64_t rows, std::int64_t cols) {
   const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
@@ -215,18 +291,34 @@ void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t 
   DIONSIM_LAUNCH_CHECK("newton_schulz (normalize)");
 
   const auto& coeffs = pe ? kPolarExpress : kQuintic;
-  const long long sq = m * m;
+  // The m x m Gram matrices are stored with a leading dimension rounded up to 8 elements so that
+  // every column starts 16-byte aligned (the block-row products offset into them by rows).
+  const long long ld = (m + 7) / 8 * 8;
+  const long long sq = m * ld;
   for (const auto& abc : coeffs) {
     // Y = Xᵀ in column-major, ld = cols.
-    if (!tall) im.gemm_cm(true, false, rows, rows, cols, X, cols, per, X, cols, per, im.A.data(), rows, sq, batch, s);
-    else im.gemm_cm(false, true, cols, cols, rows, X, cols, per, X, cols, per, im.A.data(), cols, sq, batch, s);
-    im.gemm_cm(false, false, m, m, m, im.A.data(), m, sq, im.A.data(), m, sq, im.AA.data(), m, sq, batch, s);
+    // A = X Xᵀ (tall: Xᵀ X) and AA = A A are symmetric: compute block rows i of the upper block
+    // triangle (columns >= i*b) and mirror the rest — (nb+1)/(2nb) of the FLOPs of a full GEMM.
+    const long long nb = im.sym_blocks(m), b = m / nb;
+    bf16_bits* A = im.A.data();
+    bf16_bits* AA = im.AA.data();
+    for (long long i = 0; i < nb; ++i) {
+      const long long o = i * b, w = m - o;
+      if (!tall) im.gemm_cm(true, false, b, w, cols, X + o * cols, cols, per, X + o * cols, cols, per, A + o + o * ld, ld, sq, batch, s);
+      else im.gemm_cm(false, true, b, w, rows, X + o, cols, per, X + o, cols, per, A + o + o * ld, ld, sq, batch, s);
+    }
+    if (nb > 1) im.mirror(A, m, ld, sq, b, batch, s);
+    for (long long i = 0; i < nb; ++i) {
+      const long long o = i * b, w = m - o;
+      im.gemm_cm(false, false, b, w, m, A + o, ld, sq, A + o * ld, ld, sq, AA + o + o * ld, ld, sq, batch, s);
+    }
+    if (nb > 1) im.mirror(AA, m, ld, sq, b, batch, s);
     axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq,
                                                                  static_cast<float>(abc[1]), static_cast<float>(abc[2]),
                                                                  im.Bm.data());
     DIONSIM_LAUNCH_CHECK("newton_schulz (B)");
-    if (!tall) im.gemm_cm(false, false, cols, rows, rows, X, cols, per, im.Bm.data(), rows, sq, im.BX.data(), cols, per, batch, s);
-    else im.gemm_cm(false, false, cols, rows, cols, im.Bm.data(), cols, sq, X, cols, per, im.BX.data(), cols, per, batch, s);
+    if (!tall) im.gemm_cm(false, false, cols, rows, rows, X, cols, per, im.Bm.data(), ld, sq, im.BX.data(), cols, per, batch, s);
+    else im.gemm_cm(false, false, cols, rows, cols, im.Bm.data(), ld, sq, X, cols, per, im.BX.data(), cols, per, batch, s);
     axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, im.BX.data(), batch * per,
                                                                   static_cast<float>(abc[0]), 1.0F, X);
     DIONSIM_LAUNCH_CHECK("newton_schulz (X)");

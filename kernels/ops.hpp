@@ -19,6 +19,11 @@ enum class MomentumDtype { fp32, bf16 };
 void accumulate_row_l1(const float* G, void* M, MomentumDtype dtype, std::int64_t rows, std::int64_t cols,
                        float* keys, StreamHandle s);
 
+// The same, also writing bf16(M) of matrix m's row r to copy[(m*pl + r)*cols] (the `global` path's
+// forward payload [N][pl][C]; pad rows and virtual matrices are left untouched — zero them once).
+void accumulate_row_l1_copy(const float* G, void* M, MomentumDtype dtype, int N, std::int64_t L, std::int64_t pl,
+                            std::int64_t cols, float* keys, bf16_bits* copy, StreamHandle s);
+
 // keys[r] = bf16(sum_j |X[r][j]|) of a bf16 matrix: the `global` scope's ranking key (§2.2).
 void row_l1_bf16(const bf16_bits* X, std::int64_t rows, std::int64_t cols, float* keys, StreamHandle s);
 
@@ -160,6 +165,9 @@ class NewtonSchulz {
   NewtonSchulz& operator=(const NewtonSchulz&) = delete;
   void reserve(int batch, std::int64_t rows, std::int64_t cols);
   void run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t cols, StreamHandle s);
+  // Gram sizes m >= this use the symmetric block-row products for X Xᵀ and A A (default 512;
+  // tests lower it to exercise the path on small shapes).
+  void set_symmetric_min(std::int64_t m);
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
   static double flops(int batch, std::int64_t rows, std::int64_t cols);
   // One plain bf16 GEMM [m x k] x [k x n] through the same cuBLASLt path, batched (for the

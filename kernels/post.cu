@@ -13,30 +13,69 @@ namespace {
 
 constexpr int kThreads = 256;
 
+__device__ inline void post_one(float& w, float& m, bool applied, float uj, float scale, bool has_scale, float decay,
+                                float neg_adj_lr, float ef, bool round_update, bool param_bf16) {
+  w = __fmul_rn(w, decay);  // no FMA contraction: the reference rounds twice
+  if (param_bf16) w = detail::round_to_bf16(w);
+  if (!applied) return;
+  float upd;
+  if (has_scale) upd = __fmul_rn(neg_adj_lr, __fmul_rn(uj, scale));
+  else upd = round_update ? detail::round_to_bf16(uj * neg_adj_lr) : uj * neg_adj_lr;
+  if (param_bf16) upd = detail::round_to_bf16(upd);
+  w = __fadd_rn(w, upd);
+  if (param_bf16) w = detail::round_to_bf16(w);
+  m = m * ef;
+}
+
 __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::uint16_t* U, const float* row_scale,
                                    long long L, long long u_rows, long long cols, float decay, float neg_adj_lr,
                                    float ef, bool round_update, bool param_bf16) {
   const long long m = blockIdx.y, r = blockIdx.x;
   const long long wrow = (m * L + r) * cols;
   const std::uint16_t* u = U + (m * u_rows + r) * cols;
+  const bool vec = cols % 4 == 0;  // rows then start 8-byte aligned for U and 16-byte for W (cudaMalloc bases)
   int nonzero = 0;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) nonzero |= (u[j] & 0x7fffu) != 0;  // +-0 are zero
+  if (vec) {
+    const uint2* u4 = reinterpret_cast<const uint2*>(u);
+    for (long long q = threadIdx.x; q < cols / 4; q += blockDim.x) {
+      const uint2 v = u4[q];
+      nonzero |= ((v.x & 0x7fff7fffu) | (v.y & 0x7fff7fffu)) != 0;  // +-0 are zero
+    }
+  } else {
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) nonzero |= (u[j] & 0x7fffu) != 0;
+  }
   const bool applied = __syncthreads_or(nonzero) != 0;
   const float scale = row_scale != nullptr ? row_scale[m * L + r] : 1.0F;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-    float w = __fmul_rn(W[wrow + j], decay);  // no FMA contraction: the reference rounds twice
-    if (param_bf16) w = detail::round_to_bf16(w);
-    if (applied) {
-      const float uj = detail::bf16_to_float(u[j]);
-      float upd;
-      if (row_scale != nullptr) upd = __fmul_rn(neg_adj_lr, __fmul_rn(uj, scale));
-      else upd = round_update ? detail::round_to_bf16(uj * neg_adj_lr) : uj * neg_adj_lr;
-      if (param_bf16) upd = detail::round_to_bf16(upd);
-      w = __fadd_rn(w, upd);
-      if (param_bf16) w = detail::round_to_bf16(w);
-      detail::store_m(M, m_bf16, wrow + j, detail::load_m(M, m_bf16, wrow + j) * ef);
+  const bool has_scale = row_scale != nullptr;
+  if (vec) {
+    float4* w4 = reinterpret_cast<float4*>(W + wrow);
+    const uint2* u4 = reinterpret_cast<const uint2*>(u);
+    for (long long q = threadIdx.x; q < cols / 4; q += blockDim.x) {
+      float4 w = w4[q];
+      float uj[4] = {0, 0, 0, 0}, mm[4] = {0, 0, 0, 0};
+      if (applied) {
+        const uint2 v = u4[q];
+        uj[0] = __uint_as_float(v.x << 16);
+        uj[1] = __uint_as_float(v.x & 0xffff0000u);
+        uj[2] = __uint_as_float(v.y << 16);
+        uj[3] = __uint_as_float(v.y & 0xffff0000u);
+        for (int k = 0; k < 4; ++k) mm[k] = detail::load_m(M, m_bf16, wrow + 4 * q + k);
+      }
+      float ww[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        post_one(ww[k], mm[k], applied, uj[k], scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
+      w4[q] = make_float4(ww[0], ww[1], ww[2], ww[3]);
+      if (applied)
+        for (int k = 0; k < 4; ++k) detail::store_m(M, m_bf16, wrow + 4 * q + k, mm[k]);
     }
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+    float w = W[wrow + j], mm = applied ? detail::load_m(M, m_bf16, wrow + j) : 0.0F;
+    post_one(w, mm, applied, detail::bf16_to_float(u[j]), scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
     W[wrow + j] = w;
+    if (applied) detail::store_m(M, m_bf16, wrow + j, mm);
   }
 }
 

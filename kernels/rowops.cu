@@ -13,15 +13,68 @@ using detail::bf16_to_float;
 using detail::float_to_bf16;
 constexpr int kRowThreads = 256;
 
+// Row copy / fill with 16-byte accesses when the row allows it (cols % 8 == 0, aligned bases).
+__device__ inline void copy_row(std::uint16_t* o, const std::uint16_t* i, long long cols) {
+  if (cols % 8 == 0 && detail::aligned16(o) && detail::aligned16(i)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x)
+      reinterpret_cast<uint4*>(o)[q] = reinterpret_cast<const uint4*>(i)[q];
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = i[j];
+}
+__device__ inline void zero_row(std::uint16_t* o, long long cols) {
+  if (cols % 8 == 0 && detail::aligned16(o)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) reinterpret_cast<uint4*>(o)[q] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = 0;
+}
+// fp32 or bf16 momentum row -> bf16 row
+__device__ inline void convert_row(std::uint16_t* o, const void* M, bool bf16, long long src, long long cols) {
+  if (bf16) { copy_row(o, static_cast<const std::uint16_t*>(M) + src, cols); return; }
+  const float* f = static_cast<const float*>(M) + src;
+  if (cols % 8 == 0 && detail::aligned16(o) && detail::aligned16(f)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) {
+      const float4 a = reinterpret_cast<const float4*>(f)[2 * q], b = reinterpret_cast<const float4*>(f)[2 * q + 1];
+      const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      reinterpret_cast<uint4*>(o)[q] = detail::pack8(v);
+    }
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = float_to_bf16(f[j]);
+}
+
+
 __global__ void accumulate_row_l1_kernel(const float* __restrict__ G, void* M, bool bf16, long long cols,
-                                         float* __restrict__ keys) {
+                                         float* __restrict__ keys, std::uint16_t* copy, long long L, long long pl) {
   const long long row = blockIdx.x;
   const long long base = row * cols;
+  // Optional bf16 copy of the accumulated row into a [N][pl][C] padded layout (global path's payload).
+  std::uint16_t* out = copy != nullptr ? copy + ((row / L) * pl + row % L) * cols : nullptr;
   float acc = 0.0F;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-    float m = detail::load_m(M, bf16, base + j) + (bf16 ? detail::round_to_bf16(G[base + j]) : G[base + j]);
-    detail::store_m(M, bf16, base + j, m);
-    acc += fabsf(bf16 ? detail::round_to_bf16(m) : m);
+  if (!bf16 && cols % 4 == 0) {
+    const float4* g4 = reinterpret_cast<const float4*>(G + base);
+    float4* m4 = reinterpret_cast<float4*>(static_cast<float*>(M) + base);
+    for (long long q = threadIdx.x; q < cols / 4; q += blockDim.x) {
+      const float4 g = g4[q];
+      float4 m = m4[q];
+      m.x += g.x; m.y += g.y; m.z += g.z; m.w += g.w;
+      m4[q] = m;
+      acc += fabsf(m.x) + fabsf(m.y) + fabsf(m.z) + fabsf(m.w);
+      if (out != nullptr) {
+        const unsigned lo = static_cast<unsigned>(float_to_bf16(m.x)) | (static_cast<unsigned>(float_to_bf16(m.y)) << 16);
+        const unsigned hi = static_cast<unsigned>(float_to_bf16(m.z)) | (static_cast<unsigned>(float_to_bf16(m.w)) << 16);
+        reinterpret_cast<uint2*>(out)[q] = make_uint2(lo, hi);
+      }
+    }
+  } else {
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
+      float m = detail::load_m(M, bf16, base + j) + (bf16 ? detail::round_to_bf16(G[base + j]) : G[base + j]);
+      detail::store_m(M, bf16, base + j, m);
+      if (bf16) m = detail::round_to_bf16(m);
+      acc += fabsf(m);
+      if (out != nullptr) out[j] = float_to_bf16(m);
+    }
   }
   acc = detail::block_sum(acc);
   if (threadIdx.x == 0) keys[row] = bf16 ? detail::round_to_bf16(acc) : acc;
@@ -30,7 +83,17 @@ __global__ void accumulate_row_l1_kernel(const float* __restrict__ G, void* M, b
 __global__ void row_l1_bf16_kernel(const std::uint16_t* __restrict__ X, long long cols, float* __restrict__ keys) {
   const long long base = static_cast<long long>(blockIdx.x) * cols;
   float acc = 0.0F;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) acc += fabsf(bf16_to_float(X[base + j]));
+  if (cols % 8 == 0 && detail::aligned16(X)) {
+    const uint4* x8 = reinterpret_cast<const uint4*>(X + base);
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) {
+      float f[8];
+      detail::unpack8(x8[q], f);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) acc += fabsf(f[k]);
+    }
+  } else {
+    for (long long j = threadIdx.x; j < cols; j += blockDim.x) acc += fabsf(bf16_to_float(X[base + j]));
+  }
   acc = detail::block_sum(acc);
   if (threadIdx.x == 0) keys[blockIdx.x] = detail::round_to_bf16(acc);
 }
@@ -42,28 +105,22 @@ __global__ void gather_rows_kernel(const void* src, bool m_bf16, const std::int3
   const long long seg = blockIdx.y, t = blockIdx.x;
   std::uint16_t* o = out + (seg * slots + t) * cols;
   if (t >= count[seg]) {
-    for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = 0;
+    zero_row(o, cols);
     return;
   }
   const long long r = seg * rows_per_seg + index[seg * rows_per_seg + t];
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-    if constexpr (kSrcBf16) o[j] = static_cast<const std::uint16_t*>(src)[r * cols + j];
-    else o[j] = float_to_bf16(detail::load_m(src, m_bf16, r * cols + j));
-  }
+  if constexpr (kSrcBf16) copy_row(o, static_cast<const std::uint16_t*>(src) + r * cols, cols);
+  else convert_row(o, src, m_bf16, r * cols, cols);
 }
 
-// grid (rows_per_seg, segments): each destination row finds its source slot via a marker pass.
 __global__ void zero_rows_kernel(std::uint16_t* dst, long long cols) {
-  std::uint16_t* o = dst + static_cast<long long>(blockIdx.x) * cols;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = 0;
+  zero_row(dst + static_cast<long long>(blockIdx.x) * cols, cols);
 }
 __global__ void scatter_rows_kernel(const std::uint16_t* src, const std::int32_t* index, const std::int32_t* count,
                                     long long slots, long long rows_per_seg, long long cols, std::uint16_t* dst) {
   const long long seg = blockIdx.y, t = blockIdx.x;
   if (t >= count[seg]) return;
-  const std::uint16_t* i = src + (seg * slots + t) * cols;
-  std::uint16_t* o = dst + (seg * rows_per_seg + index[seg * rows_per_seg + t]) * cols;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = i[j];
+  copy_row(dst + (seg * rows_per_seg + index[seg * rows_per_seg + t]) * cols, src + (seg * slots + t) * cols, cols);
 }
 
 __global__ void scale_rows_kernel(void* M, bool bf16, const std::int32_t* index, const std::int32_t* count,
@@ -80,9 +137,8 @@ __global__ void pad_shards_kernel(const void* M, bool bf16, int N, long long L, 
                                   std::uint16_t* out) {
   const long long m = blockIdx.y, r = blockIdx.x;
   std::uint16_t* o = out + (m * pl + r) * cols;
-  const bool real = m < N && r < L;
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x)
-    o[j] = real ? float_to_bf16(detail::load_m(M, bf16, (m * L + r) * cols + j)) : std::uint16_t{0};
+  if (m < N && r < L) convert_row(o, M, bf16, (m * L + r) * cols, cols);
+  else zero_row(o, cols);
 }
 
 // grid (rows, pr, w): 16-byte copies when cols is a multiple of 8.
@@ -148,8 +204,17 @@ void accumulate_row_l1(const float* G, void* M, MomentumDtype dtype, std::int64_
   require(rows >= 0 && cols > 0, "accumulate_row_l1: rows >= 0, cols > 0");
   if (rows == 0) return;
   accumulate_row_l1_kernel<<<grid_dim(rows, "rows"), kRowThreads, 0, detail::stream(s)>>>(
-      G, M, dtype == MomentumDtype::bf16, cols, keys);
+      G, M, dtype == MomentumDtype::bf16, cols, keys, nullptr, 1, 1);
   DIONSIM_LAUNCH_CHECK("accumulate_row_l1");
+}
+
+void accumulate_row_l1_copy(const float* G, void* M, MomentumDtype dtype, int N, std::int64_t L, std::int64_t pl,
+                            std::int64_t cols, float* keys, bf16_bits* copy, StreamHandle s) {
+  require(N >= 0 && L >= 0 && L <= pl && cols > 0, "accumulate_row_l1_copy: 0 <= L <= pl, cols > 0");
+  if (N == 0 || L == 0) return;
+  accumulate_row_l1_kernel<<<grid_dim(N * L, "rows"), kRowThreads, 0, detail::stream(s)>>>(
+      G, M, dtype == MomentumDtype::bf16, cols, keys, copy, L, pl);
+  DIONSIM_LAUNCH_CHECK("accumulate_row_l1_copy");
 }
 
 void row_l1_bf16(const bf16_bits* X, std::int64_t rows, std::int64_t cols, float* keys, StreamHandle s) {

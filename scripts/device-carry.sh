@@ -10,6 +10,7 @@ for exe in "$build/tests/gpu/tests_gpu" "$build/dionsim" "$build/bench/kernels/b
   [ -x "$exe" ] && cp "$exe" "$dest/bin/"
 done
 cp scripts/device-*.sh "$dest/scripts/"
+mkdir -p "$dest/shared/fixtures" && cp -r ../shared/fixtures/numerics "$dest/shared/fixtures/"  # the GPU tests read them
 # Libraries not on an Ubuntu 24.04 + CUDA 13 image: Boost, and anything from /usr/lib we link.
 for exe in "$dest"/bin/*; do
   ldd "$exe" | awk '/=> \//{print $3}' | grep -E 'boost|sqlite|tomlplus|libz\.|cudart' | while read -r lib; do

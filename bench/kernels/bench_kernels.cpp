@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/error.hpp"
 #include "kernels/device.hpp"
 #include "kernels/ops.hpp"
 #include "optimizer/inventory.hpp"
