@@ -11,6 +11,7 @@
 #include "experiments/cli.hpp"
 #include "optimizer/plan.hpp"
 #ifdef DIONSIM_HAVE_CUDA
+#include "analysis/store.hpp"
 #include "kernels/collective_bench.hpp"
 #include "kernels/measure.hpp"
 #endif
@@ -20,10 +21,53 @@ namespace dionsim::cli {
 #ifdef DIONSIM_HAVE_CUDA
 namespace {
 
+analysis::MetricRow metric_row(const std::string& name, double value, const std::string& unit) {
+  analysis::MetricRow row;
+  row.name = name;
+  row.value = value;
+  row.unit = unit;
+  return row;
+}
+
+// --db: one `measure` run (mode measured) with the result rows; --force replaces a stored run of
+// the same configuration.
+void store(const Command& cmd, nlohmann::json config, const nlohmann::json& out) {
+  if (cmd.common().db.empty()) return;
+  auto db = analysis::Database::open(cmd.common().db);
+  auto rec = analysis::RunRecord::begin("measure", analysis::RunMode::measured, std::move(config), cmd.common().seed);
+  if (out["mode"] == "collective") {
+    for (const auto& r : out["rows"])
+      rec.collectives.push_back({out["op"].get<std::string>(), r["bytes"].get<std::int64_t>(), out["world"].get<std::int64_t>(), 1,
+                                 r["time_us"].get<double>(), r["algbw_GBps"].get<double>(), r["busbw_GBps"].get<double>()});
+  } else {
+    for (const auto& m : out["metrics"])
+      rec.metrics.push_back(metric_row(m["metric"].get<std::string>(), m["value"].get<double>(), m["unit"].get<std::string>()));
+    std::int64_t step = 0;
+    for (const auto& ms : out["step_ms"]) {
+      auto row = metric_row("opt_step_ms", ms.get<double>(), "ms");
+      row.step = step++;
+      rec.metrics.push_back(row);
+    }
+    for (const auto& [k, ms] : out["kernels_ms"].items()) {
+      auto row = metric_row("kernel_ms", ms.get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"kernel_class", k}};
+      rec.metrics.push_back(row);
+    }
+    for (const auto& c : out["collectives"]) {
+      auto row = metric_row("collective_ms", c["ms"].get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"collective", c["name"]}, {"group", c["group"]}, {"bytes_sent", c["bytes_sent"]}};
+      rec.metrics.push_back(row);
+    }
+  }
+  const auto id = db.store(rec, cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+  log(cmd.common(), "stored run " + std::to_string(id) + " in " + cmd.common().db);
+}
+
 int measure_collective(const Command& cmd, const std::string& op, const std::string& b, const std::string& e,
                        std::int64_t factor, std::int64_t gpus, int iters, int warmup) {
   kernels::CollectiveBenchConfig cfg;
-  if (op != "alltoall" && op != "allgather") throw_bad_usage("--collective", op, "alltoall or allgather");
   cfg.op = op == "alltoall" ? kernels::CollectiveOp::alltoall : kernels::CollectiveOp::allgather;
   cfg.min_bytes = static_cast<std::size_t>(parse_size_bytes(b, "-b"));
   cfg.max_bytes = static_cast<std::size_t>(parse_size_bytes(e, "-e"));
@@ -46,6 +90,8 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
                   r.algbw_GBps, r.busbw_GBps, r.wrong);
   }
   if (cmd.common().json) print_json(out);
+  store(cmd, {{"mode", "collective"}, {"op", op}, {"world", n}, {"min_bytes", cfg.min_bytes}, {"max_bytes", cfg.max_bytes},
+              {"factor", cfg.factor}, {"iters", cfg.iters}}, out);
   return 0;
 }
 
@@ -105,24 +151,35 @@ int run_measure(std::span<const std::string> args) {
       (",e", po::value(&e)->default_value(e), "--collective: largest size per rank")
       (",f", po::value(&factor)->default_value(factor), "--collective: size multiplication factor");
   if (!cmd.parse(args)) return 0;
+  // Validate everything before anything touches a device (same answers in CPU and CUDA builds).
+  if (!collective.empty() && collective != "alltoall" && collective != "allgather")
+    throw_bad_usage("--collective", collective, "alltoall or allgather");
+  const auto optimizer_kind = opt::parse_optimizer(optimizer, "--optimizer");
+  const auto scope_kind = opt::parse_scope(scope, "--scope");
+  if (dtype != "float32" && dtype != "bfloat16") throw_bad_usage("--momentum-dtype", dtype, "float32 or bfloat16");
+  if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
+  if (capacity != "auto" && parse_double(capacity, "--capacity-factor") < 1.0)
+    throw_bad_usage("--capacity-factor", capacity, "auto or a number >= 1");
+  if (steps < 1) throw_bad_usage("--steps", std::to_string(steps), "an integer >= 1");
+  if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
+  if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
+  if (in_flight < 1) throw_bad_usage("--in-flight", std::to_string(in_flight), "an integer >= 1");
 #ifndef DIONSIM_HAVE_CUDA
-  (void)fraction;
+  (void)optimizer_kind;
+  (void)scope_kind;
   throw DeviceError("measure: this dionsim was built without CUDA; reconfigure with -DDIONSIM_WITH_CUDA=ON "
                     "(cmake --preset cuda-release) where nvcc and NCCL are installed");
 #else
-  if (!cmd.common().db.empty())
-    throw UsageError("measure: --db is not wired to the results store in this build yet; use --json > FILE");
   if (!collective.empty())
     return measure_collective(cmd, collective, b, e, factor, gpus, static_cast<int>(steps * 2), static_cast<int>(warmup));
   kernels::MeasureConfig cfg;
   cfg.model = model;
-  cfg.step.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
-  cfg.step.scope = opt::parse_scope(scope, "--scope");
+  cfg.step.optimizer = optimizer_kind;
+  cfg.step.scope = scope_kind;
   cfg.step.fraction = fraction;
   if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
-  if (dtype != "float32" && dtype != "bfloat16") throw_bad_usage("--momentum-dtype", dtype, "float32 or bfloat16");
   cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
-  cfg.step.ef = cfg.step.optimizer == opt::OptimizerKind::nordion2 ? 0.95 : 0.95;
+  cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
   cfg.step.world = gpus > 0 ? gpus : static_cast<std::int64_t>(kernels::require_devices(1).size());
   cfg.steps = static_cast<int>(steps);
   cfg.warmup = static_cast<int>(warmup);
@@ -131,6 +188,9 @@ int run_measure(std::span<const std::string> args) {
   log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
   const auto res = kernels::run_measure(cfg);
   const auto out = step_json(cfg, res);
+  nlohmann::json config = out;
+  for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
+  store(cmd, config, out);
   if (cmd.common().json) {
     print_json(out);
     return 0;

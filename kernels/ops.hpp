@@ -165,7 +165,7 @@ class NewtonSchulz {
   NewtonSchulz& operator=(const NewtonSchulz&) = delete;
   void reserve(int batch, std::int64_t rows, std::int64_t cols);
   void run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t cols, StreamHandle s);
-  // Gram sizes m >= this use the symmetric block-row products for X Xᵀ and A A (default 512;
+  // Gram sizes m >= this use the symmetric block-row products for X Xᵀ and A A (default 2048;
   // tests lower it to exercise the path on small shapes).
   void set_symmetric_min(std::int64_t m);
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).

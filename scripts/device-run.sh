@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the H200 machine (device tool): GPU tests, kernel benchmark, collectives and the optimizer-step
 # measurements of issue 9. Usage: bash .carry/scripts/device-run.sh .carry OUT_DIR [quick]
-# At most 8 files come back: tests_gpu.log, bench_kernels.txt, collectives.txt, measure.txt, measure.jsonl.
+# At most 8 files come back: smi.txt, tests_gpu.log, bench_kernels.txt, collectives.txt, measure.jsonl,
+# measure.txt, measure.err and measure.db (the SQLite results store: every run below is recorded).
 set -uo pipefail
 carry=${1:-.carry}; out=${2:-$OUT}; mode=${3:-full}
 source "$carry/scripts/device-env.sh" "$carry"
@@ -13,20 +14,23 @@ tail -4 "$out/tests_gpu.log"
 [ "$mode" = tests ] && exit 0
 echo "== bench_kernels"; timeout 120 "$bin/bench_kernels" > "$out/bench_kernels.txt" 2>&1; echo "rc=$?"; cat "$out/bench_kernels.txt"
 echo "== collectives"
-{ timeout 60 "$bin/dionsim" measure --collective alltoall -b 1M -e 1G -f 2 --gpus 2
-  timeout 60 "$bin/dionsim" measure --collective allgather -b 1M -e 1G -f 2 --gpus 2; } > "$out/collectives.txt" 2>&1
+{ timeout 60 "$bin/dionsim" measure --collective alltoall -b 1M -e 1G -f 2 --gpus 2 --db "$out/measure.db"
+  timeout 60 "$bin/dionsim" measure --collective allgather -b 1M -e 1G -f 2 --gpus 2 --db "$out/measure.db"; } > "$out/collectives.txt" 2>&1
 cat "$out/collectives.txt"
 echo "== optimizer step"
 : > "$out/measure.jsonl"
 run() {  # optimizer scope fraction [extra...]
-  timeout 120 "$bin/dionsim" measure --model gpt-5120x8 --gpus 2 --optimizer "$1" --scope "$2" --fraction "$3" "${@:4}" --steps 10 --warmup 3 --json >> "$out/measure.jsonl" 2>> "$out/measure.err"
+  timeout 120 "$bin/dionsim" measure --model gpt-5120x8 --gpus 2 --optimizer "$1" --scope "$2" --fraction "$3" "${@:4}" --steps 10 --warmup 3 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"
   echo "rc=$? $*"
 }
 for opt in dion2 nordion2; do for scope in global local global_capped; do run $opt $scope 0.25; done; done
 if [ "$mode" = full ]; then
   for scope in global local global_capped; do run dion2 $scope 0.5; done
   run dion2 global_capped 0.25 --momentum-dtype bfloat16
-  timeout 120 "$bin/dionsim" measure --model seed-5120x8 --gpus 2 --optimizer nordion2 --scope global_capped --fraction 0.25 --steps 10 --json >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "rc=$? seed"
+  run dion2 local 0.25 --momentum-dtype bfloat16
+  run nordion2 global 0.25 --momentum-dtype bfloat16
+  for scope in global local global_capped; do run nordion2 $scope 0.5; done
+  timeout 120 "$bin/dionsim" measure --model seed-5120x8 --gpus 2 --optimizer nordion2 --scope global_capped --fraction 0.25 --steps 10 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "rc=$? seed"
 fi
 python3 - "$out/measure.jsonl" <<'PY' | tee "$out/measure.txt"
 import json, sys

@@ -58,7 +58,7 @@ TEST_CASE("symmetric block-row Gram products match the reference (2 and 4 block 
     const auto X = to_bf16(random_floats(batch * rows * cols, 77 + rows));
     DeviceArray<bf16_bits> dX(X);
     NewtonSchulz ns(NsKind::polar_express);
-    ns.set_symmetric_min(16);  // m = 32, 48 -> 2 block rows; m = 64 -> 4
+    ns.set_symmetric_min(16);  // m = 48 -> 2 block rows; m = 32, 64 -> 4
     auto s = create_stream();
     ns.run(dX.data(), batch, rows, cols, s);
     synchronize(s);
