@@ -74,10 +74,11 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
   cfg.factor = static_cast<int>(factor);
   cfg.iters = iters;
   cfg.warmup = warmup;
-  const int n = gpus > 0 ? static_cast<int>(gpus) : static_cast<int>(kernels::require_devices(1).size());
+  auto comms = kernels::make_communicators(static_cast<int>(gpus));
+  const int n = comms.front().world();
   kernels::validate(cfg, n);
-  auto comms = kernels::Communicator::init_local(n);
   const auto rows = kernels::run_collective_bench(cfg, comms);
+  if (comms.front().rank() != 0) return 0;  // one process per GPU: rank 0 reports
   nlohmann::json out = {{"mode", "collective"}, {"op", op}, {"world", n}, {"type", "bfloat16"}, {"rows", nlohmann::json::array()}};
   if (!cmd.common().json)
     std::printf("# dionsim measure --collective %s  world %d  (GB = 1e9; busbw = algbw*(n-1)/n)\n%12s %12s %8s %6s %6s %10s %8s %8s %7s\n",
@@ -144,7 +145,8 @@ int run_measure(std::span<const std::string> args) {
       ("momentum-dtype", po::value(&dtype)->default_value(dtype), "float32 | bfloat16 (= parameter dtype)")
       ("steps", po::value(&steps)->default_value(steps), "timed steps (median reported)")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
-      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs = world size (0 = all visible)")
+      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs = world size (0 = all visible); ignored under a launcher "
+                                                      "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set)")
       ("in-flight", po::value(&in_flight)->default_value(in_flight), "megabatches in flight (spec §1.7: 3)")
       ("collective", po::value(&collective), "alltoall | allgather: measure one collective instead")
       (",b", po::value(&b)->default_value(b), "--collective: smallest size per rank (bytes, K/M/G)")
@@ -180,13 +182,15 @@ int run_measure(std::span<const std::string> args) {
   if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
   cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
   cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
-  cfg.step.world = gpus > 0 ? gpus : static_cast<std::int64_t>(kernels::require_devices(1).size());
+  auto comms = kernels::make_communicators(static_cast<int>(gpus));
+  cfg.step.world = comms.front().world();
   cfg.steps = static_cast<int>(steps);
   cfg.warmup = static_cast<int>(warmup);
   cfg.seed = cmd.common().seed;
   cfg.max_in_flight = static_cast<int>(in_flight);
   log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
-  const auto res = kernels::run_measure(cfg);
+  const auto res = kernels::run_measure(cfg, comms);
+  if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
   const auto out = step_json(cfg, res);
   nlohmann::json config = out;
   for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);

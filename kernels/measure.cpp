@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <cstdlib>
+
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 
@@ -16,7 +18,18 @@ double median(std::vector<double> v) {
 }
 }  // namespace
 
-MeasureResult run_measure(const MeasureConfig& cfg) {
+std::vector<Communicator> make_communicators(int gpus) {
+  const char* ws = std::getenv("WORLD_SIZE");
+  if (ws != nullptr && *ws != '\0') {
+    std::vector<Communicator> one;
+    one.push_back(Communicator::init_from_env());
+    return one;
+  }
+  const int n = gpus > 0 ? gpus : static_cast<int>(require_devices(1).size());
+  return Communicator::init_local(n);
+}
+
+MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms) {
   if (cfg.steps < 1) throw_bad_usage("--steps", std::to_string(cfg.steps), "an integer >= 1");
   if (cfg.warmup < 0) throw_bad_usage("--warmup", std::to_string(cfg.warmup), "an integer >= 0");
   if (cfg.step.world < 1) throw_bad_usage("--gpus", std::to_string(cfg.step.world), "an integer >= 1");
@@ -24,15 +37,15 @@ MeasureResult run_measure(const MeasureConfig& cfg) {
   std::vector<opt::ParamSpec> params;
   for (const auto& e : inv.entries)
     for (std::int64_t i = 0; i < e.count; ++i) params.push_back({e.name + "." + std::to_string(i), e.rows, e.cols});
-  const auto devices = require_devices(static_cast<int>(cfg.step.world));
-  auto comms = Communicator::init_local(static_cast<int>(cfg.step.world));
+  const auto devices = list_devices();
   NcclStepTransport tr(comms);
   GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight);
   gpu.randomize_weights(cfg.seed);
 
   MeasureResult res;
   res.groups = gpu.groups();
-  res.device_name = devices.front().name;
+  res.device_name = devices.at(static_cast<std::size_t>(comms.front().device())).name;
+  res.rank = comms.front().rank();
   res.gpus = static_cast<int>(cfg.step.world);
   for (const auto& g : res.groups) {
     res.a2a_payload_bytes += g.a2a_bytes;

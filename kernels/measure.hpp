@@ -42,9 +42,15 @@ struct MeasureResult {
   std::vector<opt::GroupPlan> groups;
   std::string device_name;
   int gpus = 0;
+  int rank = 0;  // this process's rank (0 when one process drives every GPU)
 };
 
-// Validates (UsageError) and runs; throws NoDeviceError when fewer GPUs than step.world exist.
-MeasureResult run_measure(const MeasureConfig& cfg);
+// The ranks this process drives: one per local GPU (ncclCommInitAll), or — when the torchrun-style
+// environment is set (WORLD_SIZE) — the single rank given by RANK / LOCAL_RANK, the NCCL id coming
+// from rank 0 over TCP at MASTER_ADDR:MASTER_PORT. `gpus` (0 = all visible) applies to the first.
+std::vector<Communicator> make_communicators(int gpus);
+
+// Validates (UsageError) and runs over `comms` (cfg.step.world must equal their world size).
+MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms);
 
 }  // namespace dionsim::kernels

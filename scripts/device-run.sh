@@ -32,6 +32,12 @@ if [ "$mode" = full ]; then
   for scope in global local global_capped; do run nordion2 $scope 0.5; done
   timeout 120 "$bin/dionsim" measure --model seed-5120x8 --gpus 2 --optimizer nordion2 --scope global_capped --fraction 0.25 --steps 10 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "rc=$? seed"
 fi
+echo "== one process per GPU (torchrun-style environment, NCCL id over TCP)"
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=29517 timeout 120 "$bin/dionsim" measure \
+    --model gpt-5120x8 --optimizer dion2 --scope local --fraction 0.25 --steps 10 --json >> "$out/measure.jsonl" 2>> "$out/measure.err" &
+done
+wait; echo "per-process done"
 python3 - "$out/measure.jsonl" <<'PY' | tee "$out/measure.txt"
 import json, sys
 print(f"{'optimizer':9} {'scope':14} {'f':>5} {'dtype':9} {'opt_step_ms':>11} {'ns_gemm_ms':>10} {'ns_TF/s':>8} {'a2a_ms':>8} {'a2a_MB':>9} {'deferred':>9}")
