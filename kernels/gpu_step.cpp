@@ -181,7 +181,7 @@ struct GpuOptimizer::Impl {
           rg->send = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global send");
           memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global recv");
-          rg->ns = DeviceArray<bf16_bits>(at(pr * W * g.pl * C), "global assembled");
+          rg->gkeys = DeviceArray<float>(at(g.Np * g.pl), "global keys (received order)");
           rg->nsin = DeviceArray<bf16_bits>(at(pr * g.k_tot * C), "global ns input");
           rg->akeys = DeviceArray<float>(at(pr * W * g.pl), "global keys");
           rg->amask = DeviceArray<std::uint8_t>(at(pr * W * g.pl), "global mask");
@@ -268,11 +268,9 @@ struct GpuOptimizer::Impl {
           stable_topk_mask(rg.keys.data(), N, L, std::min(g.k, L), rg.mask.data(), nullptr, s);
           compact_mask(rg.mask.data(), N, L, rg.index.data(), rg.count.data(), s);
         });
-        timed(rc, "gather_rows", [&] {
-          gather_rows_bf16(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, L, g.k, C, rg.send.data(), s);
-        });
-        timed(rc, "ef_decay", [&] {
-          scale_rows(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, L, C, static_cast<float>(cfg.ef), s);
+        timed(rc, "gather_rows", [&] {  // pre-decay bf16 copy + EF decay of the selected rows, one pass
+          gather_rows_bf16(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, L, g.k, C, rg.send.data(), s,
+                           static_cast<float>(cfg.ef));
         });
       } else if (phase == 1) {
         timed(rc, "assemble", [&] { interleave_blocks(rg.recv.data(), W, pr, g.k, C, rg.ns.data(), s); });
@@ -292,20 +290,22 @@ struct GpuOptimizer::Impl {
           accumulate_row_l1_copy(rg.G.data(), rg.M.data(), mdt, N, L, g.pl, C, rg.keys.data(), rg.send.data(), s);
         });
       } else if (phase == 1) {
+        // The owner reads its assembled matrices straight from the received [w][pr][pl][C] blocks.
         const std::int64_t Sp = W * g.pl;
-        timed(rc, "assemble", [&] { interleave_blocks(rg.recv.data(), W, pr, g.pl, C, rg.ns.data(), s); });
-        timed(rc, "norms", [&] { row_l1_bf16(rg.ns.data(), pr * Sp, C, rg.akeys.data(), s); });
+        timed(rc, "norms", [&] {
+          row_l1_bf16(rg.recv.data(), g.Np * g.pl, C, rg.gkeys.data(), s);             // [w][pr][pl]
+          gather_to_matrix_major(rg.gkeys.data(), W, pr, g.pl, rg.akeys.data(), s);    // [pr][w*pl]
+        });
         timed(rc, "select", [&] {
           stable_topk_mask(rg.akeys.data(), pr, Sp, g.k_tot, rg.amask.data(), nullptr, s);
           compact_mask(rg.amask.data(), pr, Sp, rg.aindex.data(), rg.acount.data(), s);
         });
         timed(rc, "gather_rows", [&] {
-          gather_rows_from_bf16(rg.ns.data(), rg.aindex.data(), rg.acount.data(), pr, Sp, g.k_tot, C, rg.nsin.data(), s);
+          gather_rows_blocked(rg.recv.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.nsin.data(), s);
         });
         timed(rc, "ns_gemm", [&] { rc.ns->run(rg.nsin.data(), pr, g.k_tot, C, s); });
         timed(rc, "scatter", [&] {
-          scatter_rows_bf16(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), pr, g.k_tot, Sp, C, rg.ns.data(), s);
-          deinterleave_blocks(rg.ns.data(), W, pr, g.pl, C, rg.send.data(), s);
+          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.send.data(), s);
         });
       } else {
         post(rg.recv.data(), g.pl, static_cast<float>(cfg.ef), true);

@@ -40,13 +40,24 @@ void compact_mask(const std::uint8_t* mask, int segments, std::int64_t len, std:
 
 // out[seg][t] = bf16(src[seg][index[seg][t]]) for t < count[seg], zero rows for count[seg] <= t < slots.
 // src is momentum-typed ([segments][rows_per_seg][cols]); out is [segments][slots][cols].
+// ef != 1: the gathered (pre-decay) rows are then EF-decayed in place in M (fp32 product, one
+// rounding) — the `local` path's copy-then-decay fused into one pass (§2.5).
 void gather_rows_bf16(const void* src, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count,
                       int segments, std::int64_t rows_per_seg, std::int64_t slots, std::int64_t cols, bf16_bits* out,
-                      StreamHandle s);
+                      StreamHandle s, float ef = 1.0F);
 // Same with a bf16 source (the `global` path's assembled matrix).
 void gather_rows_from_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
                            std::int64_t rows_per_seg, std::int64_t slots, std::int64_t cols, bf16_bits* out,
                            StreamHandle s);
+// The owner's assembled matrix j read straight from the received blocked layout [w][pr][pl][C]
+// (assembled row p of matrix j = received row ((p/pl)*pr + j)*pl + p%pl), so no interleave pass:
+// out[j][t] = that row for p = index[j*w*pl + t], zero rows for t >= count[j].
+void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                         std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s);
+// Inverse into the reverse payload: send [w][pr][pl][C] zeroed, then row t of matrix j to its
+// blocked position.
+void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s);
 // Inverse: dst[seg][index[seg][t]] = src[seg][t] for t < count[seg]; dst rows not named are zeroed.
 void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
                        std::int64_t slots, std::int64_t rows_per_seg, std::int64_t cols, bf16_bits* dst, StreamHandle s);

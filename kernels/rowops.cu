@@ -101,7 +101,8 @@ __global__ void row_l1_bf16_kernel(const std::uint16_t* __restrict__ X, long lon
 // grid (slots, segments)
 template <bool kSrcBf16>
 __global__ void gather_rows_kernel(const void* src, bool m_bf16, const std::int32_t* index, const std::int32_t* count,
-                                   long long rows_per_seg, long long slots, long long cols, std::uint16_t* out) {
+                                   long long rows_per_seg, long long slots, long long cols, std::uint16_t* out,
+                                   float ef) {
   const long long seg = blockIdx.y, t = blockIdx.x;
   std::uint16_t* o = out + (seg * slots + t) * cols;
   if (t >= count[seg]) {
@@ -109,8 +110,17 @@ __global__ void gather_rows_kernel(const void* src, bool m_bf16, const std::int3
     return;
   }
   const long long r = seg * rows_per_seg + index[seg * rows_per_seg + t];
-  if constexpr (kSrcBf16) copy_row(o, static_cast<const std::uint16_t*>(src) + r * cols, cols);
-  else convert_row(o, src, m_bf16, r * cols, cols);
+  if constexpr (kSrcBf16) {
+    copy_row(o, static_cast<const std::uint16_t*>(src) + r * cols, cols);
+  } else {
+    convert_row(o, src, m_bf16, r * cols, cols);
+    if (ef != 1.0F) {  // EF decay of the row just copied (pre-decay) to the payload
+      __syncthreads();  // every thread's copy read happens before any write of the decayed value
+      void* M = const_cast<void*>(src);
+      for (long long j = threadIdx.x; j < cols; j += blockDim.x)
+        detail::store_m(M, m_bf16, r * cols + j, detail::load_m(M, m_bf16, r * cols + j) * ef);
+    }
+  }
 }
 
 __global__ void zero_rows_kernel(std::uint16_t* dst, long long cols) {
@@ -121,6 +131,30 @@ __global__ void scatter_rows_kernel(const std::uint16_t* src, const std::int32_t
   const long long seg = blockIdx.y, t = blockIdx.x;
   if (t >= count[seg]) return;
   copy_row(dst + (seg * rows_per_seg + index[seg * rows_per_seg + t]) * cols, src + (seg * slots + t) * cols, cols);
+}
+
+// Owner-side rows addressed in the received blocked layout [w][pr][pl][C]: assembled row p of
+// matrix j lives at ((p / pl) * pr + j) * pl + p % pl. grid (slots, pr).
+__device__ inline long long blocked_row(long long p, long long j, int pr, long long pl) {
+  return ((p / pl) * pr + j) * pl + p % pl;
+}
+__global__ void gather_blocked_kernel(const std::uint16_t* recv, const std::int32_t* index, const std::int32_t* count,
+                                      int pr, long long pl, long long Sp, long long slots, long long cols,
+                                      std::uint16_t* out) {
+  const long long j = blockIdx.y, t = blockIdx.x;
+  std::uint16_t* o = out + (j * slots + t) * cols;
+  if (t >= count[j]) {
+    zero_row(o, cols);
+    return;
+  }
+  copy_row(o, recv + blocked_row(index[j * Sp + t], j, pr, pl) * cols, cols);
+}
+__global__ void scatter_blocked_kernel(const std::uint16_t* src, const std::int32_t* index, const std::int32_t* count,
+                                       int pr, long long pl, long long Sp, long long slots, long long cols,
+                                       std::uint16_t* send) {
+  const long long j = blockIdx.y, t = blockIdx.x;
+  if (t >= count[j]) return;
+  copy_row(send + blocked_row(index[j * Sp + t], j, pr, pl) * cols, src + (j * slots + t) * cols, cols);
 }
 
 __global__ void scale_rows_kernel(void* M, bool bf16, const std::int32_t* index, const std::int32_t* count,
@@ -226,12 +260,12 @@ void row_l1_bf16(const bf16_bits* X, std::int64_t rows, std::int64_t cols, float
 
 void gather_rows_bf16(const void* src, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count,
                       int segments, std::int64_t rows_per_seg, std::int64_t slots, std::int64_t cols, bf16_bits* out,
-                      StreamHandle s) {
+                      StreamHandle s, float ef) {
   require(segments >= 0 && slots >= 0 && cols > 0 && segments < 65536, "gather_rows_bf16: shape");
   if (segments == 0 || slots == 0) return;
   gather_rows_kernel<false><<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(segments)), kRowThreads, 0,
-                              detail::stream(s)>>>(src, dtype == MomentumDtype::bf16, index, count, rows_per_seg, slots,
-                                                   cols, out);
+                              detail::stream(s)>>>(const_cast<void*>(src), dtype == MomentumDtype::bf16, index, count,
+                                                   rows_per_seg, slots, cols, out, ef);
   DIONSIM_LAUNCH_CHECK("gather_rows_bf16");
 }
 
@@ -241,7 +275,7 @@ void gather_rows_from_bf16(const bf16_bits* src, const std::int32_t* index, cons
   require(segments >= 0 && slots >= 0 && cols > 0 && segments < 65536, "gather_rows_from_bf16: shape");
   if (segments == 0 || slots == 0) return;
   gather_rows_kernel<true><<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(segments)), kRowThreads, 0,
-                             detail::stream(s)>>>(src, true, index, count, rows_per_seg, slots, cols, out);
+                             detail::stream(s)>>>(src, true, index, count, rows_per_seg, slots, cols, out, 1.0F);
   DIONSIM_LAUNCH_CHECK("gather_rows_from_bf16");
 }
 
@@ -256,6 +290,25 @@ void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const st
   scatter_rows_kernel<<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(segments)), kRowThreads, 0,
                         detail::stream(s)>>>(src, index, count, slots, rows_per_seg, cols, dst);
   DIONSIM_LAUNCH_CHECK("scatter_rows_bf16");
+}
+
+void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                         std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s) {
+  require(w > 0 && pr >= 0 && pr < 65536 && pl > 0 && slots >= 0 && cols > 0, "gather_rows_blocked: shape");
+  if (pr == 0 || slots == 0) return;
+  gather_blocked_kernel<<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(pr)), kRowThreads, 0, detail::stream(s)>>>(
+      recv, index, count, pr, pl, w * pl, slots, cols, out);
+  DIONSIM_LAUNCH_CHECK("gather_rows_blocked");
+}
+
+void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s) {
+  require(w > 0 && pr >= 0 && pr < 65536 && pl > 0 && slots >= 0 && cols > 0, "scatter_rows_blocked: shape");
+  memset_device(send, 0, static_cast<std::size_t>(w) * pr * pl * cols * 2, s);
+  if (pr == 0 || slots == 0) return;
+  scatter_blocked_kernel<<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(pr)), kRowThreads, 0, detail::stream(s)>>>(
+      src, index, count, pr, pl, w * pl, slots, cols, send);
+  DIONSIM_LAUNCH_CHECK("scatter_rows_blocked");
 }
 
 void scale_rows(void* M, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count, int segments,
