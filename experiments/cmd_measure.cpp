@@ -1,0 +1,217 @@
+// dionsim measure: the real optimizer step (or one collective, nccl-tests style) on this machine's
+// GPUs, timed with CUDA events. Logic: kernels/measure.hpp, kernels/collective_bench.hpp. Builds
+// without CUDA keep the options (so --help and usage errors behave the same) and exit 5.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <span>
+#include <string>
+
+#include "common/error.hpp"
+#include "common/parse.hpp"
+#include "experiments/cli.hpp"
+#include "optimizer/plan.hpp"
+#ifdef DIONSIM_HAVE_CUDA
+#include "analysis/store.hpp"
+#include "kernels/collective_bench.hpp"
+#include "kernels/measure.hpp"
+#endif
+
+namespace dionsim::cli {
+
+#ifdef DIONSIM_HAVE_CUDA
+namespace {
+
+analysis::MetricRow metric_row(const std::string& name, double value, const std::string& unit) {
+  analysis::MetricRow row;
+  row.name = name;
+  row.value = value;
+  row.unit = unit;
+  return row;
+}
+
+// --db: one `measure` run (mode measured) with the result rows; --force replaces a stored run of
+// the same configuration.
+void store(const Command& cmd, nlohmann::json config, const nlohmann::json& out) {
+  if (cmd.common().db.empty()) return;
+  auto db = analysis::Database::open(cmd.common().db);
+  auto rec = analysis::RunRecord::begin("measure", analysis::RunMode::measured, std::move(config), cmd.common().seed);
+  if (out["mode"] == "collective") {
+    for (const auto& r : out["rows"])
+      rec.collectives.push_back({out["op"].get<std::string>(), r["bytes"].get<std::int64_t>(), out["world"].get<std::int64_t>(), 1,
+                                 r["time_us"].get<double>(), r["algbw_GBps"].get<double>(), r["busbw_GBps"].get<double>()});
+  } else {
+    for (const auto& m : out["metrics"])
+      rec.metrics.push_back(metric_row(m["metric"].get<std::string>(), m["value"].get<double>(), m["unit"].get<std::string>()));
+    std::int64_t step = 0;
+    for (const auto& ms : out["step_ms"]) {
+      auto row = metric_row("opt_step_ms", ms.get<double>(), "ms");
+      row.step = step++;
+      rec.metrics.push_back(row);
+    }
+    for (const auto& [k, ms] : out["kernels_ms"].items()) {
+      auto row = metric_row("kernel_ms", ms.get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"kernel_class", k}};
+      rec.metrics.push_back(row);
+    }
+    for (const auto& c : out["collectives"]) {
+      auto row = metric_row("collective_ms", c["ms"].get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"collective", c["name"]}, {"group", c["group"]}, {"bytes_sent", c["bytes_sent"]}};
+      rec.metrics.push_back(row);
+    }
+  }
+  const auto id = db.store(rec, cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+  log(cmd.common(), "stored run " + std::to_string(id) + " in " + cmd.common().db);
+}
+
+int measure_collective(const Command& cmd, const std::string& op, const std::string& b, const std::string& e,
+                       std::int64_t factor, std::int64_t gpus, int iters, int warmup) {
+  kernels::CollectiveBenchConfig cfg;
+  cfg.op = op == "alltoall" ? kernels::CollectiveOp::alltoall : kernels::CollectiveOp::allgather;
+  cfg.min_bytes = static_cast<std::size_t>(parse_size_bytes(b, "-b"));
+  cfg.max_bytes = static_cast<std::size_t>(parse_size_bytes(e, "-e"));
+  cfg.factor = static_cast<int>(factor);
+  cfg.iters = iters;
+  cfg.warmup = warmup;
+  auto comms = kernels::make_communicators(static_cast<int>(gpus));
+  const int n = comms.front().world();
+  kernels::validate(cfg, n);
+  const auto rows = kernels::run_collective_bench(cfg, comms);
+  if (comms.front().rank() != 0) return 0;  // one process per GPU: rank 0 reports
+  nlohmann::json out = {{"mode", "collective"}, {"op", op}, {"world", n}, {"type", "bfloat16"}, {"rows", nlohmann::json::array()}};
+  if (!cmd.common().json)
+    std::printf("# dionsim measure --collective %s  world %d  (GB = 1e9; busbw = algbw*(n-1)/n)\n%12s %12s %8s %6s %6s %10s %8s %8s %7s\n",
+                op.c_str(), n, "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong");
+  for (const auto& r : rows) {
+    out["rows"].push_back({{"bytes", r.bytes}, {"count", r.count}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps},
+                           {"busbw_GBps", r.busbw_GBps}, {"wrong", r.wrong}});
+    if (!cmd.common().json)
+      std::printf("%12zu %12zu %8s %6s %6d %10.1f %8.2f %8.2f %7lld\n", r.bytes, r.count, "bf16", "none", -1, r.time_us,
+                  r.algbw_GBps, r.busbw_GBps, r.wrong);
+  }
+  if (cmd.common().json) print_json(out);
+  store(cmd, {{"mode", "collective"}, {"op", op}, {"world", n}, {"min_bytes", cfg.min_bytes}, {"max_bytes", cfg.max_bytes},
+              {"factor", cfg.factor}, {"iters", cfg.iters}}, out);
+  return 0;
+}
+
+nlohmann::json step_json(const kernels::MeasureConfig& c, const kernels::MeasureResult& r) {
+  double gemm = 0, other = 0, a2a = 0;
+  for (const auto& [k, ms] : r.kernel_ms) (k == "ns_gemm" ? gemm : other) += ms;
+  nlohmann::json colls = nlohmann::json::array();
+  for (const auto& x : r.collectives) {
+    if (x.name.rfind("a2a", 0) == 0) a2a += x.median_ms;
+    colls.push_back({{"name", x.name}, {"group", x.group}, {"bytes_sent", x.bytes_sent}, {"ms", x.median_ms},
+                     {"GBps", static_cast<double>(x.bytes_sent) / (x.median_ms * 1e6)}});
+  }
+  auto metric = [](const char* m, double v, const char* u) { return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}}; };
+  return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
+          {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
+          {"fraction", c.step.fraction}, {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
+          {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
+          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
+          {"collectives", colls},
+          {"metrics", {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),
+                       metric("non_gemm_ms", other, "ms"), metric("a2a_ms", a2a, "ms"),
+                       metric("a2a_payload_MB", static_cast<double>(r.a2a_payload_bytes) / 1e6, "MB"),
+                       metric("a2a_effective_GBps", a2a > 0 ? static_cast<double>(r.a2a_payload_bytes) / (a2a * 1e6) : 0.0, "GB/s"),
+                       metric("ns_tflops", gemm > 0 ? r.ns_flops_per_rank / (gemm * 1e9) : 0.0, "TFLOP/s"),
+                       metric("deferred_rows", static_cast<double>(r.deferred_rows), "rows"),
+                       metric("winner_rows", static_cast<double>(r.winner_rows), "rows")}}};
+}
+
+}  // namespace
+#endif
+
+int run_measure(std::span<const std::string> args) {
+  Command cmd("measure",
+              "--model M --optimizer O --scope S --fraction F [--capacity-factor C] [--steps N] [--gpus W]\n"
+              "       dionsim measure --collective alltoall|allgather -b SIZE -e SIZE -f FACTOR [--gpus W]",
+              "Runs the CUDA/NCCL Dion2/NorDion2 step on this machine's GPUs (one process drives them all) with\n"
+              "seeded random gradients on FSDP row shards: warm-up, then N steps timed with CUDA events; prints the\n"
+              "median step time, per-kernel-class and per-collective times, bytes and deferral counters. With\n"
+              "--collective: nccl-tests-style rows for this fabric. Needs a CUDA build (exit 5 otherwise).");
+  std::string model = "gpt-5120x8", optimizer = "dion2", scope = "global", capacity = "auto", dtype = "float32";
+  std::string collective, b = "1M", e = "256M";
+  double fraction = 0.25;
+  std::int64_t steps = 10, warmup = 3, gpus = 0, factor = 2, in_flight = 3;
+  cmd.options().add_options()
+      ("model", po::value(&model)->default_value(model), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
+      ("optimizer", po::value(&optimizer)->default_value(optimizer), "dion2 | nordion2")
+      ("scope", po::value(&scope)->default_value(scope), "local | global | global_capped")
+      ("fraction", po::value(&fraction)->default_value(fraction), "selected fraction, in (0, 1]")
+      ("capacity-factor", po::value(&capacity)->default_value(capacity), "global_capped c >= 1, or auto")
+      ("momentum-dtype", po::value(&dtype)->default_value(dtype), "float32 | bfloat16 (= parameter dtype)")
+      ("steps", po::value(&steps)->default_value(steps), "timed steps (median reported)")
+      ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
+      ("gpus", po::value(&gpus)->default_value(gpus), "GPUs = world size (0 = all visible); ignored under a launcher "
+                                                      "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set)")
+      ("in-flight", po::value(&in_flight)->default_value(in_flight), "megabatches in flight (spec §1.7: 3)")
+      ("collective", po::value(&collective), "alltoall | allgather: measure one collective instead")
+      (",b", po::value(&b)->default_value(b), "--collective: smallest size per rank (bytes, K/M/G)")
+      (",e", po::value(&e)->default_value(e), "--collective: largest size per rank")
+      (",f", po::value(&factor)->default_value(factor), "--collective: size multiplication factor");
+  if (!cmd.parse(args)) return 0;
+  // Validate everything before anything touches a device (same answers in CPU and CUDA builds).
+  if (!collective.empty() && collective != "alltoall" && collective != "allgather")
+    throw_bad_usage("--collective", collective, "alltoall or allgather");
+  const auto optimizer_kind = opt::parse_optimizer(optimizer, "--optimizer");
+  const auto scope_kind = opt::parse_scope(scope, "--scope");
+  if (dtype != "float32" && dtype != "bfloat16") throw_bad_usage("--momentum-dtype", dtype, "float32 or bfloat16");
+  if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
+  if (capacity != "auto" && parse_double(capacity, "--capacity-factor") < 1.0)
+    throw_bad_usage("--capacity-factor", capacity, "auto or a number >= 1");
+  if (steps < 1) throw_bad_usage("--steps", std::to_string(steps), "an integer >= 1");
+  if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
+  if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
+  if (in_flight < 1) throw_bad_usage("--in-flight", std::to_string(in_flight), "an integer >= 1");
+#ifndef DIONSIM_HAVE_CUDA
+  (void)optimizer_kind;
+  (void)scope_kind;
+  throw DeviceError("measure: this dionsim was built without CUDA; reconfigure with -DDIONSIM_WITH_CUDA=ON "
+                    "(cmake --preset cuda-release) where nvcc and NCCL are installed");
+#else
+  if (!collective.empty())
+    return measure_collective(cmd, collective, b, e, factor, gpus, static_cast<int>(steps * 2), static_cast<int>(warmup));
+  kernels::MeasureConfig cfg;
+  cfg.model = model;
+  cfg.step.optimizer = optimizer_kind;
+  cfg.step.scope = scope_kind;
+  cfg.step.fraction = fraction;
+  if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
+  cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
+  cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
+  auto comms = kernels::make_communicators(static_cast<int>(gpus));
+  cfg.step.world = comms.front().world();
+  cfg.steps = static_cast<int>(steps);
+  cfg.warmup = static_cast<int>(warmup);
+  cfg.seed = cmd.common().seed;
+  cfg.max_in_flight = static_cast<int>(in_flight);
+  log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
+  const auto res = kernels::run_measure(cfg, comms);
+  if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
+  const auto out = step_json(cfg, res);
+  nlohmann::json config = out;
+  for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
+  store(cmd, config, out);
+  if (cmd.common().json) {
+    print_json(out);
+    return 0;
+  }
+  std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  %s  (median of %d after %d warm-up)\n",
+              model.c_str(), static_cast<long long>(cfg.step.world), optimizer.c_str(), scope.c_str(), fraction,
+              capacity.c_str(), dtype.c_str(), res.device_name.c_str(), cfg.steps, cfg.warmup);
+  for (const auto& m : out["metrics"])
+    std::printf("%-20s %12.3f %s\n", m["metric"].get<std::string>().c_str(), m["value"].get<double>(), m["unit"].get<std::string>().c_str());
+  std::printf("\n%-16s %10s\n", "kernel_class", "ms/step");
+  for (const auto& [k, ms] : res.kernel_ms) std::printf("%-16s %10.3f\n", k.c_str(), ms);
+  std::printf("\n%5s %-16s %14s %10s %10s\n", "group", "collective", "bytes_sent", "ms", "GB/s");
+  for (const auto& c : out["collectives"])
+    std::printf("%5lld %-16s %14lld %10.3f %10.1f\n", c["group"].get<long long>(), c["name"].get<std::string>().c_str(),
+                c["bytes_sent"].get<long long>(), c["ms"].get<double>(), c["GBps"].get<double>());
+  return 0;
+#endif
+}
+
+}  // namespace dionsim::cli

@@ -1,0 +1,68 @@
+#pragma once
+// The Dion2 / NorDion2 step on GPUs for the sharded paths `local`, `global` and `global_capped`
+// (packed, or routed to global by the plan), driven by the same plan as the CPU reference
+// (optimizer/plan.hpp) and checked against it (tests/gpu). Per rank: one compute stream and the
+// transport's communication stream; megabatches run as the reference's AsyncRuntime does (§1.7):
+// up to `max_in_flight` tasks, each split into phases at its collectives; a phase waits for its
+// task's previous collective with a device-side event wait — no host synchronization in step().
+// Not supported (UsageError before any work): the unsharded DDP / single paths, column
+// selection, Gram NS.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/step_transport.hpp"
+#include "optimizer/plan.hpp"
+#include "optimizer/reference_step.hpp"
+
+namespace dionsim::kernels {
+
+struct CollectiveTiming {
+  std::string name;          // norms_allgather, a2a_fwd, a2a_rev
+  std::int64_t group = 0;
+  std::int64_t bytes_sent = 0;  // per rank, self chunk included (= the plan's)
+  double ms = 0;             // comm-stream interval from the collective's start to its end
+};
+
+struct StepTiming {
+  double step_ms = 0;                        // compute stream: first kernel of the step to the last
+  std::map<std::string, double> kernel_ms;   // per kernel class, summed over megabatches
+  std::map<std::string, double> phase_ms;    // per "group<i>/P<p>" compute phase
+  std::vector<CollectiveTiming> collectives;
+};
+
+class GpuOptimizer {
+ public:
+  GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
+               bool timing = false, int max_in_flight = 3);
+  ~GpuOptimizer();
+  GpuOptimizer(const GpuOptimizer&) = delete;
+  GpuOptimizer& operator=(const GpuOptimizer&) = delete;
+
+  // Full row-major [rows, cols] fp32 matrices per param; each local rank takes its FSDP2 rows.
+  void set_weights(const std::vector<std::vector<float>>& full);
+  void set_grads(const std::vector<std::vector<float>>& full);
+  // Device-side pseudo-random gradients (and weights) for measurement (seed, step mixed in).
+  void randomize_grads(std::uint64_t seed, float scale = 1.0F);
+  void randomize_weights(std::uint64_t seed, float scale = 0.02F);
+
+  void step();         // issues one optimizer step on every local rank; does not wait
+  void synchronize();  // host waits for every local rank's streams
+
+  [[nodiscard]] std::vector<float> weight(std::size_t param) const;    // gathered (local ranks must cover the world)
+  [[nodiscard]] std::vector<float> momentum(std::size_t param) const;
+  [[nodiscard]] std::vector<std::vector<std::int64_t>> last_applied_rows() const;  // global rows per param
+  [[nodiscard]] std::vector<opt::RankStepStats> last_stats() const;   // per local rank (CAPPED_STATS)
+  [[nodiscard]] std::vector<StepTiming> last_timing() const;          // per local rank (timing = true)
+  [[nodiscard]] const std::vector<opt::GroupPlan>& groups() const;
+  [[nodiscard]] const std::vector<std::vector<std::size_t>>& group_params() const;
+
+  struct Impl;  // opaque (kernels/gpu_step.cpp)
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dionsim::kernels

@@ -1,0 +1,56 @@
+#pragma once
+// `dionsim measure` (step mode): the real GPU optimizer step on this machine's GPUs with seeded
+// random gradients on FSDP-style row shards; warm-up, then N timed steps with CUDA events around
+// the step on every rank's compute stream. Reports per step the slowest rank's step time, per
+// kernel class and per collective the CUDA-event times (median over the timed steps, rank 0),
+// the collective bytes (= the plan's) and the CAPPED_STATS deferral counters.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/gpu_step.hpp"
+#include "optimizer/reference_step.hpp"
+
+namespace dionsim::kernels {
+
+struct MeasureConfig {
+  std::string model = "gpt-5120x8";
+  opt::StepConfig step;  // world = GPUs used (one process drives them all)
+  int steps = 10;
+  int warmup = 3;
+  std::uint64_t seed = 0;
+  int max_in_flight = 3;
+};
+
+struct MeasuredCollective {
+  std::string name;
+  std::int64_t group = 0;
+  std::int64_t bytes_sent = 0;  // per rank, self chunk included
+  double median_ms = 0;         // rank 0
+};
+
+struct MeasureResult {
+  std::vector<double> step_ms;               // per timed step: slowest rank
+  double median_step_ms = 0;
+  std::map<std::string, double> kernel_ms;   // median per step, rank 0, summed over megabatches
+  std::vector<MeasuredCollective> collectives;
+  std::int64_t a2a_payload_bytes = 0;        // plan: fwd + rev sent per rank per step
+  std::int64_t norms_allgather_bytes = 0;
+  double ns_flops_per_rank = 0;              // plan (nominal GEMM FLOPs)
+  std::int64_t winner_rows = 0, deferred_rows = 0;  // summed over ranks and timed steps
+  std::vector<opt::GroupPlan> groups;
+  std::string device_name;
+  int gpus = 0;
+  int rank = 0;  // this process's rank (0 when one process drives every GPU)
+};
+
+// The ranks this process drives: one per local GPU (ncclCommInitAll), or — when the torchrun-style
+// environment is set (WORLD_SIZE) — the single rank given by RANK / LOCAL_RANK, the NCCL id coming
+// from rank 0 over TCP at MASTER_ADDR:MASTER_PORT. `gpus` (0 = all visible) applies to the first.
+std::vector<Communicator> make_communicators(int gpus);
+
+// Validates (UsageError) and runs over `comms` (cfg.step.world must equal their world size).
+MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms);
+
+}  // namespace dionsim::kernels

@@ -1,0 +1,194 @@
+#pragma once
+// The optimizer-facing kernel interface: plain C++ launchers over device pointers. bf16 data is
+// passed as its bit pattern (uint16_t). All launchers are asynchronous on the given stream, assert
+// their shape preconditions (DeviceError / std::invalid_argument before launch) and check the
+// launch. Every one has a CPU reference in kernels/reference.hpp with the same contract.
+// Layout conventions: matrices of a shape group are contiguous, row-major, matrix-major
+// ([N][rows][C]); "segments" are independent rows of a 2-D array ([segments][len]).
+#include <cstdint>
+
+#include "kernels/bf16.hpp"
+#include "kernels/device.hpp"
+
+namespace dionsim::kernels {
+
+enum class MomentumDtype { fp32, bf16 };
+
+// M += G (G fp32, cast to the momentum dtype first), then keys[r] = sum_j |M[r][j]| accumulated in
+// fp32; for bf16 momentum the result is rounded to bf16 (torch's bf16 abs().sum()) (spec §2.1, §2.2).
+void accumulate_row_l1(const float* G, void* M, MomentumDtype dtype, std::int64_t rows, std::int64_t cols,
+                       float* keys, StreamHandle s);
+
+// The same, also writing bf16(M) of matrix m's row r to copy[(m*pl + r)*cols] (the `global` path's
+// forward payload [N][pl][C]; pad rows and virtual matrices are left untouched — zero them once).
+void accumulate_row_l1_copy(const float* G, void* M, MomentumDtype dtype, int N, std::int64_t L, std::int64_t pl,
+                            std::int64_t cols, float* keys, bf16_bits* copy, StreamHandle s);
+
+// keys[r] = bf16(sum_j |X[r][j]|) of a bf16 matrix: the `global` scope's ranking key (§2.2).
+void row_l1_bf16(const bf16_bits* X, std::int64_t rows, std::int64_t cols, float* keys, StreamHandle s);
+
+// Exact-count stable selection: per segment, mask[i] = 1 for exactly min(count, len) positions,
+// those with the largest keys, equal keys broken by the lower position (a stable descending sort's
+// first `count`). kth_key (nullable) receives the key of the last selected position (the §4.3
+// threshold; 0 when nothing is selected). Keys must not be NaN.
+void stable_topk_mask(const float* keys, int segments, std::int64_t len, std::int64_t count, std::uint8_t* mask,
+                      float* kth_key, StreamHandle s);
+
+// Per segment: index[seg*len + t] = t-th set position in ascending order, count[seg] = how many.
+void compact_mask(const std::uint8_t* mask, int segments, std::int64_t len, std::int32_t* index, std::int32_t* count,
+                  StreamHandle s);
+
+// out[seg][t] = bf16(src[seg][index[seg][t]]) for t < count[seg], zero rows for count[seg] <= t < slots.
+// src is momentum-typed ([segments][rows_per_seg][cols]); out is [segments][slots][cols].
+// ef != 1: the gathered (pre-decay) rows are then EF-decayed in place in M (fp32 product, one
+// rounding) — the `local` path's copy-then-decay fused into one pass (§2.5).
+void gather_rows_bf16(const void* src, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count,
+                      int segments, std::int64_t rows_per_seg, std::int64_t slots, std::int64_t cols, bf16_bits* out,
+                      StreamHandle s, float ef = 1.0F);
+// Same with a bf16 source (the `global` path's assembled matrix).
+void gather_rows_from_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
+                           std::int64_t rows_per_seg, std::int64_t slots, std::int64_t cols, bf16_bits* out,
+                           StreamHandle s);
+// The owner's assembled matrix j read straight from the received blocked layout [w][pr][pl][C]
+// (assembled row p of matrix j = received row ((p/pl)*pr + j)*pl + p%pl), so no interleave pass:
+// out[j][t] = that row for p = index[j*w*pl + t], zero rows for t >= count[j].
+void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                         std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s);
+// Inverse into the reverse payload: send [w][pr][pl][C] zeroed, then row t of matrix j to its
+// blocked position.
+void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s);
+// Inverse: dst[seg][index[seg][t]] = src[seg][t] for t < count[seg]; dst rows not named are zeroed.
+void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
+                       std::int64_t slots, std::int64_t rows_per_seg, std::int64_t cols, bf16_bits* dst, StreamHandle s);
+// M[seg][index[seg][t]] *= ef (fp32 product, one rounding to the momentum dtype) — `local` EF (§2.5).
+void scale_rows(void* M, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count, int segments,
+                std::int64_t rows_per_seg, std::int64_t cols, float ef, StreamHandle s);
+
+// bf16 copy of the local shards padded to pl rows and Np matrices: out [Np][pl][C] (the `global`
+// forward payload, §3.2 steps 1-2). M is [N][L][C] with L <= pl.
+void pad_shards_bf16(const void* M, MomentumDtype dtype, int N, int Np, std::int64_t L, std::int64_t pl,
+                     std::int64_t cols, bf16_bits* out, StreamHandle s);
+// out[j][s*rows + t] = in[s][j][t] (received [w][pr][rows][C] -> owner buffer [pr][w*rows][C]);
+// deinterleave is the inverse.
+void interleave_blocks(const bf16_bits* in, int w, int pr, std::int64_t rows, std::int64_t cols, bf16_bits* out,
+                       StreamHandle s);
+void deinterleave_blocks(const bf16_bits* in, int w, int pr, std::int64_t rows, std::int64_t cols, bf16_bits* out,
+                         StreamHandle s);
+
+// ---- global_capped (§4) -------------------------------------------------------------------------
+
+struct CappedShape {
+  int w = 1, rank = 0;        // world and this rank
+  int N = 0, pr = 0;          // real matrices, matrices per owner (Np = pr*w)
+  std::int64_t pl = 0, L = 0;  // padded and real local rows (L <= pl)
+  std::int64_t C = 0;         // columns
+  std::int64_t k_tot = 0, kw = 0, B = 0;
+  void validate() const;  // throws std::invalid_argument naming the bad field
+};
+
+// norms [N][L] -> out [N][pl] padded with -1 (§4.3 step 1; the all-gather's input).
+void pad_norms(const float* norms, int N, std::int64_t L, std::int64_t pl, float* out, StreamHandle s);
+// gathered [w][N][pl] -> keys [N][w*pl] (position p = s*pl + row).
+void gather_to_matrix_major(const float* gathered, int w, int N, std::int64_t pl, float* keys, StreamHandle s);
+
+// Scratch for capped_pack, sized once from the shape (no allocation inside a step).
+class CappedScratch {
+ public:
+  explicit CappedScratch(const CappedShape& shape);
+  float* prio() { return prio_.data(); }
+  std::uint8_t* keep() { return keep_.data(); }
+  std::int32_t* slot_of() { return index_.data(); }
+  std::int32_t* kept_count() { return count_.data(); }
+
+ private:
+  DeviceArray<float> prio_;
+  DeviceArray<std::uint8_t> keep_;
+  DeviceArray<std::int32_t> index_;
+  DeviceArray<std::int32_t> count_;
+};
+
+// Sender side (§4.4, §4.5): from this rank's post-accumulation momentum M [N][L][C], its norms
+// [N][L], the winners mask [N][w*pl] and thresholds [N] (stable_topk_mask over the gathered keys),
+// build send [w][1+B][C] bf16 (row 0 = int32 header bit-cast, payload position-preserving) and
+// slot_src [w][B] (flat local row m*L+row of each payload slot, -1 for empty slots). stats[0] +=
+// this rank's winners, stats[1] += its deferred winners (device int64 counters, no host sync).
+void capped_pack(const CappedShape& shape, const void* M, MomentumDtype dtype, const float* norms,
+                 const std::uint8_t* winners, const float* thresh, CappedScratch& scratch, bf16_bits* send,
+                 std::int32_t* slot_src, long long* stats, StreamHandle s);
+// Owner side: route[s][slot] = flat NS-buffer row j*kw + dst of payload slot `slot` from sender s,
+// or -1 (empty slot, or receiver clip) (§4.7), parsed from the received headers recv [w][1+B][C].
+void capped_route(const CappedShape& shape, const bf16_bits* recv, std::int32_t* route, StreamHandle s);
+// buf [pr][kw][C] = 0; buf[route[s][slot]] = recv[s][1+slot].
+void capped_assemble(const CappedShape& shape, const bf16_bits* recv, const std::int32_t* route, bf16_bits* buf,
+                     StreamHandle s);
+// ret [w][B][C]: ret[s][slot] = buf[route[s][slot]], zero where route is -1 (§4.8 repack).
+void capped_repack(const CappedShape& shape, const bf16_bits* buf, const std::int32_t* route, bf16_bits* ret,
+                   StreamHandle s);
+// U [N][L][C] = 0 except U[slot_src[d][slot]] = back[d][slot] (§4.8 unpack).
+void capped_unpack(const CappedShape& shape, const bf16_bits* back, const std::int32_t* slot_src, bf16_bits* U,
+                   StreamHandle s);
+// Header words of chunk d (bit-cast of the pr int32 counts) -> counts (host helper, also on device).
+void decode_header_counts(const bf16_bits* header_row, int pr, std::int32_t* counts);
+
+// ---- post (§2.5, §2.7, §2.8) --------------------------------------------------------------------
+
+struct PostParams {
+  float lr = 0.01F;
+  float weight_decay = 0.01F;
+  float adjusted_lr = 0.01F;  // from the global shape (§2.7)
+  float ef = 1.0F;            // EF decay of applied rows (1 = none: the `local` path decayed pre-comm)
+  bool round_update_bf16 = true;  // masked post: bf16(-adjusted_lr * U) before the add
+  bool param_bf16 = false;        // bf16 parameters (stored as bf16-representable fp32): every write
+                                  // of W and the update is rounded to bf16 (spec §2.10.6)
+};
+
+// Per matrix m < N, row r < L: W *= (1 - lr*wd) everywhere (the factor formed in fp32 as the
+// reference's 0-dim fp32 tensors do); a row is applied when its U row
+// (U is [N][u_rows][C], u_rows >= L, only the first L rows used) has a nonzero; applied rows get
+// M *= ef (ef rounded to the momentum dtype first) and W -= adjusted_lr * U * row_scale[row]
+// (row_scale nullable = 1; non-null = NorDion2, fp32 update, no bf16 rounding).
+void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, const float* row_scale, int N,
+                 std::int64_t L, std::int64_t u_rows, std::int64_t cols, const PostParams& p, StreamHandle s);
+
+// NorDion2 normalization (§2.8) per matrix on this rank's rows: V [N][L] fp32 is updated for
+// applied rows; row_scale [N][L] receives 1/(sqrt(V)+1e-8) * F0/max(|Ohat|_F, 1e-8) for applied
+// rows and 0 elsewhere (so masked_post applies O' = O * row_scale).
+void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols, float* V,
+                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16 = false);
+
+// Deterministic pseudo-random N(0, scale^2)-like fill (hash of seed and index, Box-Muller) for
+// measurement inputs; not a statistics-grade generator.
+void fill_random(float* out, std::int64_t n, std::uint64_t seed, float scale, StreamHandle s);
+
+// ---- Newton-Schulz (§2.6) -----------------------------------------------------------------------
+
+enum class NsKind { polar_express, quintic };
+
+// Batched in-place orthogonalization of X [batch][rows][cols] bf16 with cuBLASLt bf16 GEMMs (fp32
+// accumulate, bf16 out) and the §2.6.1 rounding sequence. Scratch is sized by reserve(); run()
+// never allocates once reserved for that size.
+class NewtonSchulz {
+ public:
+  explicit NewtonSchulz(NsKind kind, float eps = 1e-8F);
+  ~NewtonSchulz();
+  NewtonSchulz(const NewtonSchulz&) = delete;
+  NewtonSchulz& operator=(const NewtonSchulz&) = delete;
+  void reserve(int batch, std::int64_t rows, std::int64_t cols);
+  void run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t cols, StreamHandle s);
+  // Gram sizes m >= this use the symmetric block-row products for X Xᵀ and A A (default 2048;
+  // tests lower it to exercise the path on small shapes).
+  void set_symmetric_min(std::int64_t m);
+  // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
+  static double flops(int batch, std::int64_t rows, std::int64_t cols);
+  // One plain bf16 GEMM [m x k] x [k x n] through the same cuBLASLt path, batched (for the
+  // "cuBLAS's own" TFLOP/s baseline in the benchmark). A, B, C are device bf16.
+  void gemm(const bf16_bits* A, const bf16_bits* B, bf16_bits* C, int batch, std::int64_t m, std::int64_t n,
+            std::int64_t k, StreamHandle s);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace dionsim::kernels

@@ -1,0 +1,123 @@
+// Polar Express / quintic NS on cuBLASLt against the CPU reference with the same rounding sequence.
+#include <catch2/catch.hpp>
+
+#include "kernels/ops.hpp"
+#include "kernels/reference.hpp"
+#include "tests/gpu/gpu_test_util.hpp"
+
+using namespace dionsim::kernels;
+using namespace dionsim::kernels::testing;
+
+TEST_CASE("Newton-Schulz matches the bf16 reference (wide, tall, square; both coefficient sets)", "[gpu][ns]") {
+  const auto kind = GENERATE(NsKind::polar_express, NsKind::quintic);
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{24, 40}, {40, 24}, {32, 32}, {8, 96}, {12, 96}, {13, 96}, {20, 64}, {96, 12}, {128, 512}}) {
+    const int batch = 3;
+    const auto X = to_bf16(random_floats(batch * rows * cols, 31 + rows));
+    DeviceArray<bf16_bits> dX(X);
+    NewtonSchulz ns(kind);
+    auto s = create_stream();
+    ns.run(dX.data(), batch, rows, cols, s);
+    synchronize(s);
+    auto want = X;
+    ref::newton_schulz(want, batch, rows, cols, kind);
+    // Same rounding points; only the GEMMs' accumulation order differs (fp32 tensor cores vs double),
+    // which flips an occasional bf16 rounding that 5 iterations then propagate. The spec measured
+    // 0.2 % between implementations that follow the sequence (§2.6.1); 1e-2 is the bf16 bar.
+    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+    WARN("NS " << (kind == NsKind::polar_express ? "polar_express" : "quintic") << " [" << rows << "x" << cols
+                << "] GPU vs reference relative Frobenius error " << err);
+    // Large Grams: two exact-sum CPU implementations that differ only in GEMM accumulation order
+    // (fp32 Eigen vs double) are already 1.9 % apart at 128 x 512, so accumulation order alone
+    // reaches ~2 % there (§2.6.1 "several percent"); small shapes stay within the 1e-2 bf16 bar.
+    CHECK(err < (std::min(rows, cols) >= 128 ? 3e-2 : 1e-2));
+    destroy_stream(s);
+  }
+}
+
+TEST_CASE("Newton-Schulz single-matrix batches match the reference", "[gpu][ns]") {
+  for (const auto& [batch, rows, cols] : std::vector<std::tuple<int, std::int64_t, std::int64_t>>{
+           {1, 12, 96}, {2, 12, 96}, {1, 13, 96}, {1, 20, 96}, {1, 24, 96}, {1, 12, 64}, {1, 8, 96}, {1, 16, 96}}) {
+    const auto X = to_bf16(random_floats(batch * rows * cols, 3 + rows * batch));
+    DeviceArray<bf16_bits> dX(X);
+    NewtonSchulz ns(NsKind::polar_express);
+    auto s = create_stream();
+    ns.run(dX.data(), batch, rows, cols, s);
+    synchronize(s);
+    auto want = X;
+    ref::newton_schulz(want, batch, rows, cols, NsKind::polar_express);
+    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+    WARN("NS batch " << batch << " [" << rows << "x" << cols << "] GPU vs reference relative Frobenius error " << err);
+    CHECK(err < 1e-2);
+    destroy_stream(s);
+  }
+}
+
+TEST_CASE("symmetric block-row Gram products match the reference (2 and 4 block rows, wide and tall)", "[gpu][ns]") {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{32, 96}, {64, 160}, {160, 64}, {48, 48}}) {
+    const int batch = 2;
+    const auto X = to_bf16(random_floats(batch * rows * cols, 77 + rows));
+    DeviceArray<bf16_bits> dX(X);
+    NewtonSchulz ns(NsKind::polar_express);
+    ns.set_symmetric_min(16);  // m = 48 -> 2 block rows; m = 32, 64 -> 4
+    auto s = create_stream();
+    ns.run(dX.data(), batch, rows, cols, s);
+    synchronize(s);
+    auto want = X;
+    ref::newton_schulz(want, batch, rows, cols, NsKind::polar_express);
+    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+    WARN("NS symmetric [" << rows << "x" << cols << "] GPU vs reference relative Frobenius error " << err);
+    CHECK(err < 1e-2);  // same bar as the plain path: only accumulation order differs
+    destroy_stream(s);
+  }
+}
+
+TEST_CASE("Newton-Schulz keeps zero matrices and zero rows exactly zero", "[gpu][ns]") {
+  const std::int64_t rows = 16, cols = 48;
+  auto X = to_bf16(random_floats(2 * rows * cols, 41));
+  for (std::int64_t i = 0; i < rows * cols; ++i) X[i] = 0;  // matrix 0: all zero (a virtual matrix)
+  for (std::int64_t r = 10; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) X[(rows + r) * cols + c] = 0;  // matrix 1: zero padding rows
+  DeviceArray<bf16_bits> dX(X);
+  NewtonSchulz ns(NsKind::polar_express);
+  auto s = create_stream();
+  ns.run(dX.data(), 2, rows, cols, s);
+  synchronize(s);
+  const auto got = dX.download();
+  for (std::int64_t i = 0; i < rows * cols; ++i) REQUIRE(got[i] == 0);
+  for (std::int64_t r = 10; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) REQUIRE((got[(rows + r) * cols + c] & 0x7fff) == 0);
+  // Zero rows are transparent: in exact-sum arithmetic (the reference) padded == unpadded bit for
+  // bit; on the GPU the real rows stay within bf16 tolerance of that reference.
+  std::vector<bf16_bits> small(X.begin() + rows * cols, X.begin() + rows * cols + 10 * cols);
+  std::vector<bf16_bits> padded(X.begin() + rows * cols, X.end());
+  auto small_ref = small;
+  ref::newton_schulz(small_ref, 1, 10, cols, NsKind::polar_express);
+  ref::newton_schulz(padded, 1, rows, cols, NsKind::polar_express);
+  CHECK(std::vector<bf16_bits>(padded.begin(), padded.begin() + 10 * cols) == small_ref);
+  std::vector<bf16_bits> real(got.begin() + rows * cols, got.begin() + rows * cols + 10 * cols);
+  const double err = rel_frobenius(from_bf16(real), from_bf16(small_ref));
+  WARN("NS padded-vs-unpadded relative Frobenius error " << err);
+  CHECK(err < 1e-2);
+  destroy_stream(s);
+}
+
+TEST_CASE("NewtonSchulz::gemm is a correct batched row-major GEMM", "[gpu][ns]") {
+  const std::int64_t m = 20, n = 12, k = 36;
+  const auto A = to_bf16(random_floats(2 * m * k, 51)), B = to_bf16(random_floats(2 * k * n, 52));
+  DeviceArray<bf16_bits> dA(A), dB(B), dC(2 * m * n);
+  NewtonSchulz ns(NsKind::polar_express);
+  auto s = create_stream();
+  ns.gemm(dA.data(), dB.data(), dC.data(), 2, m, n, k, s);
+  synchronize(s);
+  const auto C = from_bf16(dC.download());
+  std::vector<float> want(C.size());
+  for (int b = 0; b < 2; ++b)
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (std::int64_t t = 0; t < k; ++t) acc += static_cast<double>(from_bf16(A[(b * m + i) * k + t])) * from_bf16(B[(b * k + t) * n + j]);
+        want[(b * m + i) * n + j] = static_cast<float>(acc);
+      }
+  CHECK(rel_frobenius(C, want) < 4e-3);  // one bf16 output rounding: <= 2^-9 relative per element
+  destroy_stream(s);
+}
