@@ -143,7 +143,7 @@ TEST_CASE("step --db records the case config and the per-rank deferral counters"
   }
   CHECK(winners == 96);
   CHECK(deferred == 0);
-  const Result again = run_dionsim(args);
+  const Result again = run_dionsim("step " + kCase + " --out " + out.string() + " --db " + db.string());  // not -q
   REQUIRE(again.exit_code == 0);
   CHECK(again.output.find("skipped") != std::string::npos);
   CHECK(runs_of(db, "step").size() == 1);
