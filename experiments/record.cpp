@@ -41,7 +41,8 @@ nlohmann::json plan_config_json(const opt::Inventory& inventory, const opt::Plan
 
 void add_plan_metrics(analysis::RunRecord& record, const opt::Plan& plan) {
   auto add = [&](const char* name, double value, const char* unit, nlohmann::json labels) {
-    record.metrics.push_back({.name = name, .value = value, .unit = unit, .rank = {}, .step = {}, .labels = std::move(labels)});
+    record.metrics.push_back(
+        {.name = name, .value = value, .unit = unit, .rank = {}, .step = {}, .labels = std::move(labels)});
   };
   const nlohmann::json none = nlohmann::json::object();
   add("a2a_payload_bytes", static_cast<double>(plan.a2a_payload_bytes), "bytes", none);
@@ -51,8 +52,11 @@ void add_plan_metrics(analysis::RunRecord& record, const opt::Plan& plan) {
   add("collectives", static_cast<double>(plan.collectives), "", none);
   for (std::size_t i = 0; i < plan.groups.size(); ++i) {
     const opt::GroupPlan& g = plan.groups[i];
-    const nlohmann::json labels = {{"group", i}, {"rows", g.rows}, {"cols", g.cols},
-                                   {"path", std::string(opt::to_string(g.path))}, {"routed", g.routed}};
+    const nlohmann::json labels = {{"group", i},
+                                   {"rows", g.rows},
+                                   {"cols", g.cols},
+                                   {"path", std::string(opt::to_string(g.path))},
+                                   {"routed", g.routed}};
     add("group_matrices", static_cast<double>(g.N), "", labels);
     add("group_k", static_cast<double>(g.k), "", labels);
     add("group_k_tot", static_cast<double>(g.k_tot), "", labels);
@@ -96,14 +100,22 @@ void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, c
   const auto& stats = optimizer.stats();  // [rank][step]
   for (std::size_t r = 0; r < stats.size(); ++r) {
     for (std::size_t t = 0; t < stats[r].size(); ++t) {
-      record.deferral.push_back({.trial = 0, .step = static_cast<std::int64_t>(t), .rank = static_cast<std::int64_t>(r),
-                                 .winner_rows = stats[r][t].winner_rows, .deferred_rows = stats[r][t].deferred_rows});
+      record.deferral.push_back({.trial = 0,
+                                 .step = static_cast<std::int64_t>(t),
+                                 .rank = static_cast<std::int64_t>(r),
+                                 .winner_rows = stats[r][t].winner_rows,
+                                 .deferred_rows = stats[r][t].deferred_rows});
     }
   }
   record.metrics.push_back({.name = "cpu_step_wall_ms", .value = wall_ms, .unit = "ms"});
   for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.world)) {
-    record.gradient_row_stats.push_back({.step = s.step, .rows = s.rows, .cols = s.cols, .world = s.world, .rank = s.rank,
-                                         .row_count = s.row_count, .mean_l1 = s.mean_l1,
+    record.gradient_row_stats.push_back({.step = s.step,
+                                         .rows = s.rows,
+                                         .cols = s.cols,
+                                         .world = s.world,
+                                         .rank = s.rank,
+                                         .row_count = s.row_count,
+                                         .mean_l1 = s.mean_l1,
                                          .quantiles = std::move(s.quantiles)});
   }
 }

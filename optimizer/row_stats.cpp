@@ -116,8 +116,9 @@ ReplayStats make_replay(std::span<const RowNormStats> stats, const std::string& 
   std::vector<std::pair<std::int64_t, std::int64_t>> order;
   for (const RowNormStats& s : stats) {
     if (s.world < 1 || s.rank < 0 || s.rank >= s.world || s.row_count < 1 || s.quantiles.size() < 2) {
-      throw_bad_input(where, "gradient row statistics", "rank " + std::to_string(s.rank) + " of world " +
-                      std::to_string(s.world) + ", " + std::to_string(s.quantiles.size()) + " quantiles",
+      throw_bad_input(where, "gradient row statistics",
+                      "rank " + std::to_string(s.rank) + " of world " + std::to_string(s.world) + ", " +
+                          std::to_string(s.quantiles.size()) + " quantiles",
                       "0 <= rank < world, >= 2 quantiles");
     }
     const auto key = std::pair{s.rows, s.cols};
@@ -137,7 +138,8 @@ ReplayStats make_replay(std::span<const RowNormStats> stats, const std::string& 
       std::int64_t rows = 0;
       for (const RowNormStats* e : entries) {
         if (e->world != world) {
-          throw_bad_input(where, "world", std::to_string(e->world), "one world per shape group (" + std::to_string(world) + ")");
+          throw_bad_input(where, "world", std::to_string(e->world),
+                          "one world per shape group (" + std::to_string(world) + ")");
         }
         total += e->mean_l1 * static_cast<double>(e->row_count);
         rows += e->row_count;

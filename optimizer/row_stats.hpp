@@ -29,9 +29,9 @@ struct RowNormStats {
   std::int64_t rows = 0, cols = 0;  // the shape group
   std::int64_t world = 1;           // shards the rows were cut into
   std::int64_t rank = 0;
-  std::int64_t row_count = 0;       // rows of this shard over the group's matrices (>= 1)
-  double mean_l1 = 0.0;             // their mean L1 norm
-  std::vector<double> quantiles;    // of (row L1 / mean_l1), at probabilities i/(n-1)
+  std::int64_t row_count = 0;     // rows of this shard over the group's matrices (>= 1)
+  double mean_l1 = 0.0;           // their mean L1 norm
+  std::vector<double> quantiles;  // of (row L1 / mean_l1), at probabilities i/(n-1)
 };
 
 // Statistics of `grads` ([step][param], full row-major matrices of params' shapes) cut into
@@ -46,7 +46,7 @@ struct RowNormStats {
 // One recorded shape group, pooled over steps.
 struct ReplayGroup {
   std::int64_t rows = 0, cols = 0, world = 1;
-  std::vector<double> shard_factor;                 // [rank] shard mean / group mean (1 where empty)
+  std::vector<double> shard_factor;                  // [rank] shard mean / group mean (1 where empty)
   std::vector<std::vector<double>> shard_quantiles;  // [rank] row scale quantiles (mean ~1), empty where empty
 };
 

@@ -46,7 +46,7 @@ TEST_CASE("gradient row statistics by shape group and rank shard, worked by hand
   REQUIRE(stats.size() == 4);  // (3x2: ranks 0, 1), (2x2: ranks 0, 1)
   CHECK(stats[0].rows == 3);
   CHECK(stats[0].rank == 0);
-  CHECK(stats[0].row_count == 4);           // rows 0, 1 of a and c: L1 2, 4, 3, 2
+  CHECK(stats[0].row_count == 4);  // rows 0, 1 of a and c: L1 2, 4, 3, 2
   CHECK(stats[0].mean_l1 == Approx(2.75));
   REQUIRE(stats[0].quantiles.size() == static_cast<std::size_t>(kRowQuantiles));
   CHECK(stats[0].quantiles.front() == Approx(2.0 / 2.75));
@@ -64,11 +64,14 @@ TEST_CASE("gradient row statistics by shape group and rank shard, worked by hand
 TEST_CASE("a replayed stream reproduces the recorded row-scale spread and shard skew", "[deferral][replay]") {
   const std::int64_t N = 8, S = 512, C = 64, W = 4;
   // Recorded: lognormal(0.6) row scales, and rank 2's shard 3x hotter.
-  const auto recorded_grads = gaussian_rows(N, S, C, [&](std::int64_t, std::int64_t i, std::uint64_t key) {
-    double z0 = 0, z1 = 0;
-    normal_pair(key ^ 0xabcdefULL, static_cast<std::uint64_t>(i), z0, z1);
-    return std::exp(0.6 * z0) * (i / (S / W) == 2 ? 3.0 : 1.0);
-  }, 11);
+  const auto recorded_grads = gaussian_rows(
+      N, S, C,
+      [&](std::int64_t, std::int64_t i, std::uint64_t key) {
+        double z0 = 0, z1 = 0;
+        normal_pair(key ^ 0xabcdefULL, static_cast<std::uint64_t>(i), z0, z1);
+        return std::exp(0.6 * z0) * (i / (S / W) == 2 ? 3.0 : 1.0);
+      },
+      11);
   const std::vector<ParamSpec> params(N, ParamSpec{"w", S, C});
   const auto recorded = gradient_row_stats(params, recorded_grads, W);
   NormStream stream = parse_norm_stream("replay:rec.db", "--norms");
@@ -76,9 +79,12 @@ TEST_CASE("a replayed stream reproduces the recorded row-scale spread and shard 
   stream.replay = std::make_shared<const ReplayStats>(make_replay(recorded, "rec.db"));
 
   // Replayed: rows s_i * N(0, I) with s_i from the stream (as the deferral study draws them).
-  const auto replayed_grads = gaussian_rows(N, S, C, [&](std::int64_t m, std::int64_t i, std::uint64_t) {
-    return row_scale(stream, stream_key(99, 0, 0, static_cast<std::uint64_t>(m)), i, S, C, W);
-  }, 12);
+  const auto replayed_grads = gaussian_rows(
+      N, S, C,
+      [&](std::int64_t m, std::int64_t i, std::uint64_t) {
+        return row_scale(stream, stream_key(99, 0, 0, static_cast<std::uint64_t>(m)), i, S, C, W);
+      },
+      12);
   const auto replayed = gradient_row_stats(params, replayed_grads, W);
   REQUIRE(replayed.size() == recorded.size());
   double total_rec = 0, total_rep = 0;
@@ -105,7 +111,10 @@ TEST_CASE("replaying iid gradients gives (nearly) uniform row scales: the Gaussi
           "[deferral][replay]") {
   const std::int64_t N = 8, S = 256, C = 48, W = 2;
   const std::vector<ParamSpec> params(N, ParamSpec{"w", S, C});
-  const auto recorded = gradient_row_stats(params, gaussian_rows(N, S, C, [](auto, auto, auto) { return 1.0; }, 5), W);
+  const auto recorded = gradient_row_stats(params,
+                                           gaussian_rows(
+                                               N, S, C, [](auto, auto, auto) { return 1.0; }, 5),
+                                           W);
   // iid rows of 48 columns: L1 / mean spreads by CV ~0.11 on its own.
   CHECK(recorded[0].quantiles[29] - recorded[0].quantiles[3] > 0.2);
   const ReplayStats replay = make_replay(recorded, "iid.db");

@@ -1,13 +1,14 @@
 // `--db` through the binary: each subcommand records its run, a second invocation skips the stored
 // configuration, --force replaces it, and a file that is not a dionsim database is refused.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <unistd.h>
-#include <sys/wait.h>
 #include <vector>
 
 #include "analysis/store.hpp"
@@ -49,7 +50,8 @@ const std::string kCase = std::string(DIONSIM_SHARED_DIR) + "/fixtures/numerics/
 
 TEST_CASE("plan --db records one run with totals and per-group metrics; resume and --force", "[record]") {
   const fs::path db = fresh_db("plan.db");
-  const std::string args = "plan --model seed-5120x8 --world 16 --scope global_capped --fraction 0.25 -q --db " + db.string();
+  const std::string args =
+      "plan --model seed-5120x8 --world 16 --scope global_capped --fraction 0.25 -q --db " + db.string();
   Result r = run_dionsim(args);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("a2a_payload_bytes 205127680") != std::string::npos);
@@ -84,7 +86,8 @@ TEST_CASE("plan --db records one run with totals and per-group metrics; resume a
   CHECK(r.output.find("a2a_payload_bytes 205127680") == std::string::npos);
   CHECK(runs_of(db, "plan").size() == 1);
   // Another configuration is a new run.
-  REQUIRE(run_dionsim("plan --model seed-5120x8 --world 32 --scope global_capped -q --db " + db.string()).exit_code == 0);
+  REQUIRE(run_dionsim("plan --model seed-5120x8 --world 32 --scope global_capped -q --db " + db.string()).exit_code ==
+          0);
   CHECK(runs_of(db, "plan").size() == 2);
   // --force replaces the stored run of that configuration (a new id, the old one gone).
   REQUIRE(run_dionsim(args + " --force").exit_code == 0);
@@ -96,7 +99,8 @@ TEST_CASE("plan --db records one run with totals and per-group metrics; resume a
 
 TEST_CASE("collective --db records one run per size, so a sweep resumes size by size", "[record]") {
   const fs::path db = fresh_db("collective.db");
-  const std::string base = "collective --op alltoall --nodes 2 --gpus-per-node 8 --fabric h200-ndr400 -q --db " + db.string();
+  const std::string base =
+      "collective --op alltoall --nodes 2 --gpus-per-node 8 --fabric h200-ndr400 -q --db " + db.string();
   REQUIRE(run_dionsim(base + " -b 1M -e 4M -f 2").exit_code == 0);
   auto runs = runs_of(db, "collective");
   REQUIRE(runs.size() == 3);
@@ -158,9 +162,10 @@ TEST_CASE("a --db that is not a dionsim database stops every subcommand with exi
   const fs::path db = fresh_db("notes.db");
   { std::ofstream(db) << "step_wall_ms,812\n"; }
   const auto size = fs::file_size(db);
-  for (const std::string& args :
-       std::vector<std::string>{"plan --model gpt-128x2 --world 4", "collective --op allgather --nodes 1 --gpus-per-node 8 --fabric h200-ndr400 --bytes 1M",
-        "step " + kCase + " --out " + (fs::temp_directory_path() / "dionsim_record_never").string()}) {
+  for (const std::string& args : std::vector<std::string>{
+           "plan --model gpt-128x2 --world 4",
+           "collective --op allgather --nodes 1 --gpus-per-node 8 --fabric h200-ndr400 --bytes 1M",
+           "step " + kCase + " --out " + (fs::temp_directory_path() / "dionsim_record_never").string()}) {
     const Result r = run_dionsim(args + " --db " + db.string());
     CHECK(r.exit_code == 4);
     CHECK(r.output.find("file header") != std::string::npos);
