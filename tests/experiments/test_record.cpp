@@ -48,7 +48,7 @@ const std::string kCase = std::string(DIONSIM_SHARED_DIR) + "/fixtures/numerics/
 
 }  // namespace
 
-TEST_CASE("plan --db records one run with totals and per-group metrics; resume and --force", "[record]") {
+TEST_CASE("plan --db records one run with totals and per-group metrics, resume and --force", "[record]") {
   const fs::path db = fresh_db("plan.db");
   const std::string args =
       "plan --model seed-5120x8 --world 16 --scope global_capped --fraction 0.25 -q --db " + db.string();
