@@ -181,6 +181,23 @@ void validate(const RunRecord& record) {
     require(d.winner_rows >= 0, where, field + ".winner_rows", std::to_string(d.winner_rows), "≥ 0");
     require(d.deferred_rows >= 0, where, field + ".deferred_rows", std::to_string(d.deferred_rows), "≥ 0");
   }
+  for (std::size_t i = 0; i < record.gradient_row_stats.size(); ++i) {
+    const GradientRowStatsRow& g = record.gradient_row_stats[i];
+    const std::string field = "gradient_row_stats[" + std::to_string(i) + "]";
+    require(g.step >= 0, where, field + ".step", std::to_string(g.step), "≥ 0");
+    require(g.rows >= 1 && g.cols >= 1, where, field + ".rows/cols",
+            std::to_string(g.rows) + "/" + std::to_string(g.cols), "both ≥ 1");
+    require(g.world >= 1 && g.rank >= 0 && g.rank < g.world, where, field + ".rank/world",
+            std::to_string(g.rank) + "/" + std::to_string(g.world), "0 ≤ rank < world");
+    require(g.row_count >= 1, where, field + ".row_count", std::to_string(g.row_count), "≥ 1");
+    require(std::isfinite(g.mean_l1) && g.mean_l1 >= 0, where, field + ".mean_l1", number_text(g.mean_l1),
+            "a finite number ≥ 0");
+    require(g.quantiles.size() >= 2, where, field + ".quantiles", std::to_string(g.quantiles.size()) + " values",
+            "at least 2 values");
+    for (const double q : g.quantiles) {
+      require(std::isfinite(q) && q >= 0, where, field + ".quantiles", number_text(q), "finite numbers ≥ 0");
+    }
+  }
   for (std::size_t i = 0; i < record.kernel_timings.size(); ++i) {
     const KernelTimingRow& k = record.kernel_timings[i];
     const std::string field = "kernel_timings[" + std::to_string(i) + "]";
@@ -446,6 +463,23 @@ std::int64_t Database::store(const RunRecord& record, OnExisting on_existing) {
           .run();
     }
   }
+  if (!record.gradient_row_stats.empty()) {
+    sqlite::Statement insert(db,
+                             "INSERT INTO gradient_row_stats (run_id, step, rows, cols, world, rank, row_count, "
+                             "mean_l1, quantiles_json) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)");
+    for (const GradientRowStatsRow& g : record.gradient_row_stats) {
+      insert.bind(1, run_id)
+          .bind(2, g.step)
+          .bind(3, g.rows)
+          .bind(4, g.cols)
+          .bind(5, g.world)
+          .bind(6, g.rank)
+          .bind(7, g.row_count)
+          .bind(8, g.mean_l1)
+          .bind(9, std::string_view(nlohmann::json(g.quantiles).dump()))
+          .run();
+    }
+  }
   if (!record.kernel_timings.empty()) {
     sqlite::Statement insert(db,
                              "INSERT INTO kernel_timings (run_id, hardware, kernel_class, dtype, m, n, k, batch, "
@@ -534,6 +568,22 @@ MetricRow read_metric(const sqlite::Connection& db, const sqlite::Statement& row
   return m;
 }
 
+std::vector<GradientRowStatsRow> read_gradient_row_stats(const sqlite::Connection& db, std::int64_t run_id) {
+  sqlite::Statement select(db,
+                           "SELECT step, rows, cols, world, rank, row_count, mean_l1, quantiles_json "
+                           "FROM gradient_row_stats WHERE run_id = ?1 ORDER BY rowid");
+  select.bind(1, run_id);
+  std::vector<GradientRowStatsRow> rows;
+  while (select.step()) {
+    const nlohmann::json q = parse_stored_json(db, select.column_text(7), "gradient_row_stats.quantiles_json");
+    if (!q.is_array()) throw IoError(db.path() + ": gradient_row_stats.quantiles_json: stored JSON is not an array");
+    rows.push_back({select.column_int(0), select.column_int(1), select.column_int(2), select.column_int(3),
+                    select.column_int(4), select.column_int(5), select.column_double(6),
+                    q.get<std::vector<double>>()});
+  }
+  return rows;
+}
+
 }  // namespace
 
 StoredRun Database::load_run(std::int64_t id) const {
@@ -584,6 +634,8 @@ StoredRun Database::load_run(std::int64_t id) const {
     r.deferral.push_back(DeferralRow{deferral.column_int(0), deferral.column_int(1), deferral.column_int(2),
                                      deferral.column_int(3), deferral.column_int(4)});
   }
+
+  r.gradient_row_stats = read_gradient_row_stats(db, id);
 
   sqlite::Statement kernels(
       db,
@@ -682,6 +734,20 @@ std::optional<CalibrationRow> Database::calibration(std::string_view name) const
   if (!select.step()) return std::nullopt;
   return CalibrationRow{select.column_text(0), select.column_int(1),
                         parse_stored_json(db, select.column_text(2), "calibrations.body_json"), select.column_text(3)};
+}
+
+std::int64_t Database::newest_run_with_gradient_row_stats() const {
+  sqlite::Statement select(impl_->connection,
+                           "SELECT max(r.id) FROM runs r WHERE r.status = 'ok' AND "
+                           "EXISTS (SELECT 1 FROM gradient_row_stats g WHERE g.run_id = r.id)");
+  if (!select.step()) return 0;
+  return select.column_optional_int(0).value_or(0);
+}
+
+std::vector<GradientRowStatsRow> Database::gradient_row_stats(std::int64_t run_id) const {
+  if (run_id == 0) run_id = newest_run_with_gradient_row_stats();
+  if (run_id == 0) return {};
+  return read_gradient_row_stats(impl_->connection, run_id);
 }
 
 std::vector<std::string> Database::calibration_names() const {

@@ -89,6 +89,21 @@ struct DeferralRow {
   friend bool operator==(const DeferralRow&, const DeferralRow&) = default;
 };
 
+// Gradient row statistics of one shape group, one step and one rank's FSDP2 row shard (since v3):
+// what `dionsim deferral --norms replay:DB` replays. Recorded by `dionsim step --db` (and by a
+// measuring subcommand that records the same statistics of real gradients).
+struct GradientRowStatsRow {
+  std::int64_t step = 0;
+  std::int64_t rows = 0;  // shape group: global rows R
+  std::int64_t cols = 0;  // and columns C of each matrix
+  std::int64_t world = 1;  // shards the rows were cut into: rank r holds rows [r*ceil(R/world), ...)
+  std::int64_t rank = 0;
+  std::int64_t row_count = 0;       // rows of this shard over all matrices of the group, >= 1
+  double mean_l1 = 0;               // mean L1 norm of those gradient rows
+  std::vector<double> quantiles;    // of (row L1 / mean_l1), at probabilities i/(n-1), i = 0..n-1, n >= 2
+  friend bool operator==(const GradientRowStatsRow&, const GradientRowStatsRow&) = default;
+};
+
 // A measured kernel time by class and shape, for the simulator's kernel-time model.
 // Shape key: GEMMs (m × k)·(k × n) batched `batch` times; row-wise kernels m = rows, n = cols, k = 0.
 struct KernelTimingRow {
@@ -133,6 +148,7 @@ struct RunRecord {
   std::vector<DeferralRow> deferral;
   std::vector<KernelTimingRow> kernel_timings;
   std::vector<CalibrationRow> calibrations;
+  std::vector<GradientRowStatsRow> gradient_row_stats;
 
   // A record started now, on this host, from this build.
   [[nodiscard]] static RunRecord begin(std::string kind, RunMode mode, nlohmann::json config, std::uint64_t seed);
@@ -220,6 +236,12 @@ class Database {
   // dtype, m, n, k, batch, then run id — ready for the kernel-time model to interpolate.
   [[nodiscard]] std::vector<KernelTimingRow> kernel_timings(std::string_view hardware, std::string_view kernel_class,
                                                             std::string_view dtype = "") const;
+
+  // Gradient row statistics of a run, ordered as stored (run_id 0: of the newest ok run that has
+  // any; empty when there is none).
+  [[nodiscard]] std::vector<GradientRowStatsRow> gradient_row_stats(std::int64_t run_id = 0) const;
+  // Id of the newest ok run with gradient row statistics, 0 when there is none.
+  [[nodiscard]] std::int64_t newest_run_with_gradient_row_stats() const;
 
   // The most recently stored calibration of this name (from an ok run), if any.
   [[nodiscard]] std::optional<CalibrationRow> calibration(std::string_view name) const;

@@ -117,9 +117,27 @@ CREATE INDEX calibrations_by_name ON calibrations (name, id);
 CREATE INDEX calibrations_by_run ON calibrations (run_id);
 )sql";
 
-constexpr std::array<Migration, 2> kMigrations = {{
+// v3: gradient row statistics per step, shape group and rank shard — what the deferral study's
+// replay:DB stream draws gradient rows from (docs/database.md, docs/deferral.md).
+constexpr std::string_view kV3 = R"sql(
+CREATE TABLE gradient_row_stats (
+  run_id         INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+  step           INTEGER NOT NULL CHECK (step >= 0),
+  rows           INTEGER NOT NULL CHECK (rows >= 1),
+  cols           INTEGER NOT NULL CHECK (cols >= 1),
+  world          INTEGER NOT NULL CHECK (world >= 1),
+  rank           INTEGER NOT NULL CHECK (rank >= 0 AND rank < world),
+  row_count      INTEGER NOT NULL CHECK (row_count >= 1),
+  mean_l1        REAL NOT NULL CHECK (mean_l1 >= 0),
+  quantiles_json TEXT NOT NULL CHECK (json_valid(quantiles_json) AND json_array_length(quantiles_json) >= 2)
+) STRICT;
+CREATE INDEX gradient_row_stats_by_run ON gradient_row_stats (run_id);
+)sql";
+
+constexpr std::array<Migration, 3> kMigrations = {{
     {1, "runs, metrics, phases, collectives, deferral; view run_metrics", kV1},
     {2, "kernel_timings, calibrations", kV2},
+    {3, "gradient_row_stats", kV3},
 }};
 
 }  // namespace

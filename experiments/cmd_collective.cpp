@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "sim/collectives.hpp"
 #include "topologies/fabric_choice.hpp"
 
@@ -72,7 +73,6 @@ int run_collective(std::span<const std::string> args) {
       ("dump-topology", po::value<std::string>(), "write the fabric as GraphViz to this .dot file");
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
-  if (!cmd.common().db.empty()) throw_bad_usage("--db", cmd.common().db, "no --db: collective does not record runs yet");
 
   // Options -> config, everything validated before anything is simulated.
   const std::int64_t g = vm["gpus-per-node"].as<std::int64_t>();
@@ -131,6 +131,8 @@ int run_collective(std::span<const std::string> args) {
       {"layout", topo::to_string(fabric.layout)}, {"leaf_radix", fabric.leaf_radix},
       {"oversubscription", fabric.oversubscription}};
   log(cmd.common(), "collective: " + config.dump());
+  // --db: one run per size, so an interrupted sweep resumes at the first size not stored.
+  Recorder recorder(cmd.common(), "collective");
   nlohmann::json rows = nlohmann::json::array();
   const std::string type = "bf16";  // 2-byte elements: what Dion2's all-to-all moves
   if (!cmd.common().json) {
@@ -143,11 +145,22 @@ int run_collective(std::span<const std::string> args) {
   }
   for (const std::int64_t s : sizes) {
     spec.bytes = s;
+    nlohmann::json run_config = config;
+    run_config["size_bytes"] = s;
+    if (spec.op == sim::CollectiveOp::sendrecv) run_config.update({{"src", spec.src}, {"dst", spec.dst}});
+    if (recorder.skip(run_config)) continue;
     const sim::CollectiveResult r = sim::simulate_collective(topology, spec, mode);
     const double time_us = r.time.to_us();
     const double algbw = time_us > 0 ? static_cast<double>(s) / (time_us * 1e-6) / 1e9 : 0.0;
     const double busbw = algbw * sim::bus_factor(spec.op, topology.ranks());
     const bool reduce = spec.op == sim::CollectiveOp::reducescatter;
+    if (recorder.enabled()) {
+      auto record = recorder.begin(run_config);
+      record.collectives.push_back({.op = sim::to_string(spec.op), .bytes = s, .world = topology.ranks(),
+                                    .nodes = nodes, .time_us = time_us, .algbw_GBps = algbw, .busbw_GBps = busbw});
+      record.metrics.push_back({.name = "messages", .value = static_cast<double>(r.messages), .unit = ""});
+      recorder.store(record);
+    }
     if (cmd.common().json) {
       nlohmann::json row = config;
       row.update({{"size_bytes", s}, {"count", s / 2}, {"type", type}, {"time_us", time_us}, {"algbw_GBps", algbw},

@@ -14,6 +14,7 @@
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "optimizer/deferral.hpp"
 #include "optimizer/deferral_json.hpp"
 
@@ -71,7 +72,8 @@ int run_deferral(std::span<const std::string> args) {
               "Simulates global_capped deferral with the optimizer's own winner selection and pooled pack over\n"
               "--steps steps of Dion2/NorDion2 momentum and error feedback (deferred winners keep accumulating),\n"
               "for every (world, capacity_factor). --recommend --target T: per world, the smallest c whose\n"
-              "deferral stays <= T. STREAM: iid | lognormal:SIGMA | skew:rank=R,factor=F | skew:rows=P,factor=F.");
+              "deferral stays <= T. STREAM: iid | lognormal:SIGMA | skew:rank=R,factor=F | skew:rows=P,factor=F |\n"
+              "replay:DB (gradient row statistics recorded by 'dionsim step --db DB').");
   std::string model, optimizer = "dion2", worlds, capacity = "auto", norms = "iid", mode = "auto";
   double fraction = 0.25, ef = 0.95, target = 1e-4;
   std::int64_t steps = 20, trials = 1;
@@ -97,6 +99,8 @@ int run_deferral(std::span<const std::string> args) {
   base.fraction = fraction;
   base.ef = ef;
   base.stream = opt::parse_norm_stream(norms, "--norms");
+  // replay:DB: the statistics are loaded (and the file checked) before any work.
+  const nlohmann::json replayed = base.stream.kind == opt::StreamKind::replay ? load_replay(base.stream) : nlohmann::json();
   base.steps = steps;
   base.trials = trials;
   base.seed = cmd.common().seed;
@@ -152,6 +156,7 @@ int run_deferral(std::span<const std::string> args) {
               {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
               {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
               {"seed", c.seed}};
+    if (!replayed.is_null()) config["replayed"] = replayed;
     if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
       log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
       continue;

@@ -2,12 +2,14 @@
 // FLOPs per shape group and phase). Logic: optimizer/plan.hpp.
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
 #include "optimizer/plan_json.hpp"
@@ -73,10 +75,6 @@ int run_plan(std::span<const std::string> args) {
       ("momentum-dtype", po::value(&momentum)->default_value(momentum), "float32 | bfloat16 (HBM bytes only)")
       ("ddp", po::bool_switch(&ddp), "unsharded parameters (DDP) instead of FSDP2 row shards");
   if (!cmd.parse(args)) return 0;
-  if (!cmd.common().db.empty()) {
-    // Recording needs the analysis/ store, which this subcommand is not wired to yet.
-    throw_bad_usage("--db", cmd.common().db, "no --db: 'plan' does not record to a database yet");
-  }
   opt::PlanConfig config;
   config.world = world;
   config.scope = opt::parse_scope(scope, "--scope");
@@ -90,7 +88,14 @@ int run_plan(std::span<const std::string> args) {
   }
   config.momentum_bytes = config.param_bytes = momentum == "float32" ? 4 : 2;
   opt::validate(config);
-  const opt::Plan plan = opt::make_plan(opt::load_inventory(model), config);
+  const opt::Inventory inventory = opt::load_inventory(model);
+  Recorder recorder(cmd.common(), "plan");
+  const nlohmann::json run_config = plan_config_json(inventory, config);
+  if (recorder.skip(run_config)) return 0;
+  auto record = recorder.begin(run_config);
+  const opt::Plan plan = opt::make_plan(inventory, config);
+  add_plan_metrics(record, plan);
+  recorder.store(record);
   if (cmd.common().json) {
     print_json(opt::to_json(plan));
   } else {

@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "optimizer/numerics_case.hpp"
 
 namespace dionsim::cli {
@@ -26,18 +27,22 @@ int run_step(std::span<const std::string> args) {
       ("threads", po::value(&threads)->default_value(2), "worker threads (results do not depend on it)");
   cmd.positional("case", 1);
   if (!cmd.parse(args)) return 0;
-  if (!cmd.common().db.empty()) {
-    // Recording needs the analysis/ store, which this subcommand is not wired to yet.
-    throw_bad_usage("--db", cmd.common().db, "no --db: 'step' does not record to a database yet");
-  }
   if (threads < 1) throw_bad_usage("--threads", std::to_string(threads), "an integer >= 1");
   const opt::NumericsCase c = opt::load_numerics_case(case_dir);
+  Recorder recorder(cmd.common(), "step");
+  const nlohmann::json run_config = recorder.enabled() ? step_config_json(c) : nlohmann::json::object();
+  if (recorder.skip(run_config)) return 0;
+  auto record = recorder.begin(run_config);
   log(cmd.common(), "step: " + case_dir + ": " + std::to_string(c.params.size()) + " params, world " +
                         std::to_string(c.config.world) + ", " + std::to_string(c.steps) + " steps");
   const auto t0 = std::chrono::steady_clock::now();
   const auto optimizer = opt::run_numerics_case(c, threads);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   opt::write_numerics_outputs(out_dir, c, *optimizer);
+  if (recorder.enabled()) {
+    add_step_results(record, c, *optimizer, ms);
+    recorder.store(record);
+  }
   std::int64_t deferred = 0, winners = 0;
   for (const auto& rank : optimizer->stats()) {
     for (const auto& s : rank) {

@@ -288,6 +288,9 @@ void validate(const DeferralConfig& c) {
   if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
   if (c.steps < 1) throw_bad_usage("--steps", std::to_string(c.steps), "an integer >= 1");
   if (c.trials < 1) throw_bad_usage("--trials", std::to_string(c.trials), "an integer >= 1");
+  if (c.stream.kind == StreamKind::replay && (!c.stream.replay || c.stream.replay->groups.empty())) {
+    throw_bad_usage("--norms", c.stream.text, "replay:DB with gradient row statistics loaded from DB");
+  }
   if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.world) {
     throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.world) + ")");
   }
@@ -309,7 +312,7 @@ GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const Defe
     keys[at(m)] = stream_key(c.seed, static_cast<std::uint64_t>(trial), static_cast<std::uint64_t>(group_index),
                              static_cast<std::uint64_t>(m));
     for (std::int64_t i = 0; i < S; ++i) {
-      scales[at(m * S + i)] = static_cast<float>(row_scale(c.stream, keys[at(m)], i, S, w));
+      scales[at(m * S + i)] = static_cast<float>(row_scale(c.stream, keys[at(m)], i, S, C, w));
     }
   }
   if (mode == DeferralMode::reduced) {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 
 #include "common/error.hpp"
 #include "common/parse.hpp"
@@ -15,7 +16,7 @@ constexpr std::uint64_t kRowScaleDomain = 0x5ca1e5ca1eULL;  // row scales use th
 
 [[noreturn]] void bad_stream(std::string_view flag, std::string_view text) {
   throw_bad_usage(flag, text,
-                  "iid, lognormal:SIGMA, skew:rank=R,factor=F or skew:rows=P,factor=F (P in (0, 1], F > 0)");
+                  "iid, lognormal:SIGMA, skew:rank=R,factor=F, skew:rows=P,factor=F (P in (0, 1], F > 0) or replay:DB");
 }
 
 // "rank=0,factor=2" -> fills stream; false on any malformed or unknown item.
@@ -65,9 +66,10 @@ NormStream parse_norm_stream(std::string_view text, std::string_view flag) {
     }
     bad_stream(flag, text);
   }
-  if (text.starts_with("replay:")) {
-    throw_bad_usage(flag, text, "iid, lognormal:SIGMA or skew:... (replay of recorded row statistics is not "
-                                "implemented: nothing records gradient row statistics yet)");
+  if (text.starts_with("replay:") && text.size() > 7) {
+    s.kind = StreamKind::replay;
+    s.replay_path = std::string(text.substr(7));
+    return s;
   }
   bad_stream(flag, text);
 }
@@ -105,7 +107,8 @@ double uniform01(std::uint64_t key, std::uint64_t counter) {
   return static_cast<double>(mix64(key ^ mix64(counter)) >> 11) * 0x1.0p-53;
 }
 
-double row_scale(const NormStream& stream, std::uint64_t key, std::int64_t row, std::int64_t S, std::int64_t world) {
+double row_scale(const NormStream& stream, std::uint64_t key, std::int64_t row, std::int64_t S, std::int64_t C,
+                 std::int64_t world) {
   const std::uint64_t counter = static_cast<std::uint64_t>(row);
   key = mix64(key ^ kRowScaleDomain);
   switch (stream.kind) {
@@ -120,6 +123,10 @@ double row_scale(const NormStream& stream, std::uint64_t key, std::int64_t row, 
       return row / pl == stream.rank ? stream.factor : 1.0;
     }
     case StreamKind::skew_rows: return uniform01(key, counter) < stream.rows_fraction ? stream.factor : 1.0;
+    case StreamKind::replay: {
+      if (!stream.replay) throw std::logic_error("row_scale: replay statistics not loaded");
+      return stream.replay->row_scale(row, S, C, uniform01(key, counter));
+    }
   }
   return 1.0;
 }

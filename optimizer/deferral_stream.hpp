@@ -9,15 +9,22 @@
 //                           (a persistently hotter shard)
 //   skew:rows=P,factor=F    s_i = F for a random fraction P of every matrix's rows (drawn once per
 //                           row and trial), else 1 (persistently hotter rows)
+//   replay:DB               s_i drawn from gradient row statistics recorded in the results
+//                           database DB (optimizer/row_stats.hpp: within-shard row-scale quantiles
+//                           and shard skew, u_i drawn once per row and trial); the caller loads
+//                           them into `replay` (the optimizer does not read databases)
 // All random numbers are counter-based (a hash of seed, trial, group, matrix, step, row, column),
 // so results do not depend on the number of threads or the order of work.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "optimizer/row_stats.hpp"
+
 namespace dionsim::opt {
 
-enum class StreamKind { iid, lognormal, skew_rank, skew_rows };
+enum class StreamKind { iid, lognormal, skew_rank, skew_rows, replay };
 
 struct NormStream {
   StreamKind kind = StreamKind::iid;
@@ -26,6 +33,8 @@ struct NormStream {
   double rows_fraction = 0.0;  // skew_rows, in (0, 1]
   double factor = 1.0;         // skew: > 0
   std::string text = "iid";    // canonical spelling
+  std::string replay_path;     // replay: the database file
+  std::shared_ptr<const ReplayStats> replay;  // replay: loaded by the caller before running
 };
 
 // Throws UsageError naming `flag` (e.g. "--norms: got 'skew:rank=x', expected ...").
@@ -39,9 +48,9 @@ void normal_pair(std::uint64_t key, std::uint64_t counter, double& z0, double& z
 // Uniform in [0, 1) from one counter.
 [[nodiscard]] double uniform01(std::uint64_t key, std::uint64_t counter);
 
-// Per-row gradient scale s_i of a matrix's global row `row` (S rows, world ranks), for the stream.
-// `key` = stream_key(seed, trial, group, matrix).
+// Per-row gradient scale s_i of a matrix's global row `row` (S rows of C columns, world ranks), for
+// the stream. `key` = stream_key(seed, trial, group, matrix).
 [[nodiscard]] double row_scale(const NormStream& stream, std::uint64_t key, std::int64_t row, std::int64_t S,
-                               std::int64_t world);
+                               std::int64_t C, std::int64_t world);
 
 }  // namespace dionsim::opt

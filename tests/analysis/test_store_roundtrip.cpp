@@ -66,6 +66,8 @@ RunRecord full_record() {
                      .schema_version = 3,
                      .body = {{"nvlink_eff", 0.8}},
                      .created_utc = "2026-11-30T00:00:00.000Z"}};
+  r.gradient_row_stats = {{.step = 0, .rows = 32, .cols = 48, .world = 2, .rank = 1, .row_count = 64,
+                           .mean_l1 = 38.25, .quantiles = {0.5, 0.875, 1.0, 1.125, 2.0}}};
   r.message = "ok with a note";
   return r;
 }
@@ -87,6 +89,9 @@ TEST_CASE("a run with every kind of row round-trips exactly", "[analysis][store]
   CHECK(back.record.deferral == record.deferral);
   CHECK(back.record.kernel_timings == record.kernel_timings);
   CHECK(back.record.calibrations == record.calibrations);
+  CHECK(back.record.gradient_row_stats == record.gradient_row_stats);
+  CHECK(db.newest_run_with_gradient_row_stats() == id);
+  CHECK(db.gradient_row_stats() == record.gradient_row_stats);
   CHECK(back.record.config == record.config);
   CHECK(back.record.finished_utc >= back.record.started_utc);  // filled by store(); ISO text sorts
   RunRecord expected = record;
@@ -168,6 +173,13 @@ TEST_CASE("an invalid record is refused before anything is written", "[analysis]
   auto bad_timing = RunRecord::begin("measure", RunMode::measured, {{"nodes", 1}}, 0);
   bad_timing.kernel_timings.push_back({.hardware = "H200", .kernel_class = "gemm", .batch = 0, .time_us = 1});
   CHECK_THROWS_AS(db.store(bad_timing), dionsim::InputError);
+  auto bad_rows = RunRecord::begin("step", RunMode::simulated, {{"nodes", 1}}, 0);
+  bad_rows.gradient_row_stats.push_back({.rows = 4, .cols = 4, .world = 2, .rank = 2, .row_count = 2, .mean_l1 = 1,
+                                         .quantiles = {1.0, 1.0}});
+  CHECK_THROWS_AS(db.store(bad_rows), dionsim::InputError);  // rank outside the world
+  bad_rows.gradient_row_stats[0].rank = 1;
+  bad_rows.gradient_row_stats[0].quantiles = {1.0};
+  CHECK_THROWS_AS(db.store(bad_rows), dionsim::InputError);  // one quantile is no distribution
   CHECK(db.find_runs({.include_failed = true}).empty());
   RawDb raw(db.path());
   CHECK(raw.integer("SELECT count(*) FROM metrics") == 0);

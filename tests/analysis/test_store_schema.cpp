@@ -110,6 +110,11 @@ TEST_CASE("migrating from every earlier version keeps the data and yields the sa
       record.calibrations.push_back({.name = "h200", .schema_version = 1, .body = {{"nic_GBps", 50.0}}});
       db.store(record);
       REQUIRE(db.calibration("h200").has_value());
+      auto rows = RunRecord::begin("step", RunMode::simulated, {{"case", "x"}}, 0);
+      rows.gradient_row_stats.push_back({.step = 0, .rows = 8, .cols = 4, .world = 2, .rank = 0, .row_count = 4,
+                                         .mean_l1 = 2.5, .quantiles = {0.5, 1.0, 1.5}});
+      const std::int64_t id = db.store(rows);
+      CHECK(db.gradient_row_stats(id) == rows.gradient_row_stats);
       CHECK(schema_of(path) == expected_schema);
     }
   }

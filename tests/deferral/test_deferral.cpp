@@ -394,7 +394,7 @@ TEST_CASE("bad input: capacity_factor below 1 or fraction outside the unit inter
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("--world") && Catch::Contains(">= 2"));
   for (const char* s : {"gauss", "lognormal:", "lognormal:-1", "skew:rank=0", "skew:factor=2", "skew:rank=0,factor=0",
                         "skew:rows=0,factor=2", "skew:rows=1.5,factor=2", "skew:rank=0,rows=0.1,factor=2",
-                        "skew:bogus=1,factor=2", "replay:x.db"}) {
+                        "skew:bogus=1,factor=2", "replay:", "replay"}) {
     INFO(s);
     CHECK_THROWS_AS(parse_norm_stream(s, "--norms"), UsageError);
   }

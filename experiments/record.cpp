@@ -1,0 +1,135 @@
+#include "experiments/record.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <string_view>
+
+#include "common/error.hpp"
+#include "optimizer/plan_json.hpp"
+
+namespace dionsim::cli {
+
+Recorder::Recorder(const CommonOptions& common, std::string kind) : common_(common), kind_(std::move(kind)) {
+  if (!common_.db.empty()) db_.emplace(analysis::Database::open(common_.db));
+}
+
+bool Recorder::skip(const nlohmann::json& config) const {
+  if (!db_ || common_.force || !db_->has_run(kind_, analysis::config_hash(config))) return false;
+  log(common_, kind_ + ": configuration already in " + common_.db + ", skipped (--force re-runs it)");
+  return true;
+}
+
+analysis::RunRecord Recorder::begin(const nlohmann::json& config, analysis::RunMode mode) const {
+  return analysis::RunRecord::begin(kind_, mode, config, common_.seed);
+}
+
+std::int64_t Recorder::store(const analysis::RunRecord& record) {
+  if (!db_) return 0;
+  const std::int64_t id =
+      db_->store(record, common_.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+  log(common_, kind_ + ": recorded as run " + std::to_string(id) + " in " + common_.db);
+  return id;
+}
+
+nlohmann::json plan_config_json(const opt::Inventory& inventory, const opt::PlanConfig& config) {
+  opt::Plan empty;
+  empty.config = config;
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& m : inventory.entries) shapes.push_back({m.name, m.rows, m.cols, m.count});
+  return {{"model", inventory.name}, {"matrices", shapes}, {"plan", opt::to_json(empty).at("config")}};
+}
+
+void add_plan_metrics(analysis::RunRecord& record, const opt::Plan& plan) {
+  auto add = [&](const char* name, double value, const char* unit, nlohmann::json labels) {
+    record.metrics.push_back(
+        {.name = name, .value = value, .unit = unit, .rank = {}, .step = {}, .labels = std::move(labels)});
+  };
+  const nlohmann::json none = nlohmann::json::object();
+  add("a2a_payload_bytes", static_cast<double>(plan.a2a_payload_bytes), "bytes", none);
+  add("norms_allgather_bytes", static_cast<double>(plan.norms_allgather_bytes), "bytes", none);
+  add("ddp_allgather_bytes", static_cast<double>(plan.ddp_allgather_bytes), "bytes", none);
+  add("ns_flops_per_rank", plan.ns_flops_per_rank, "flops", none);
+  add("collectives", static_cast<double>(plan.collectives), "", none);
+  for (std::size_t i = 0; i < plan.groups.size(); ++i) {
+    const opt::GroupPlan& g = plan.groups[i];
+    const nlohmann::json labels = {{"group", i},
+                                   {"rows", g.rows},
+                                   {"cols", g.cols},
+                                   {"path", std::string(opt::to_string(g.path))},
+                                   {"routed", g.routed}};
+    add("group_matrices", static_cast<double>(g.N), "", labels);
+    add("group_k", static_cast<double>(g.k), "", labels);
+    add("group_k_tot", static_cast<double>(g.k_tot), "", labels);
+    add("group_capacity_factor", g.c, "", labels);
+    add("group_budget_rows", static_cast<double>(g.B), "", labels);
+    add("group_ns_flops", g.ns_flops, "flops", labels);
+    add("group_a2a_bytes", static_cast<double>(g.a2a_bytes), "bytes", labels);
+    add("group_norms_bytes", static_cast<double>(g.norms_bytes), "bytes", labels);
+    add("group_allgather_bytes", static_cast<double>(g.allgather_bytes), "bytes", labels);
+  }
+}
+
+namespace {
+
+std::string_view float_bytes(const std::vector<float>& v) {
+  return {reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)};
+}
+
+}  // namespace
+
+nlohmann::json step_config_json(const opt::NumericsCase& c) {
+  const std::string where = (std::filesystem::path(c.dir) / "case.json").string();
+  std::ifstream in(where);
+  nlohmann::json case_json;
+  try {
+    case_json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw_bad_input(where, "(file)", e.what(), "the case.json that was just loaded");
+  }
+  // One hash per array, then the hash of their concatenation: no copy of the arrays.
+  std::string digests;
+  for (const auto& w : c.initial) digests += analysis::sha256_hex(float_bytes(w));
+  for (const auto& step : c.grads) {
+    for (const auto& g : step) digests += analysis::sha256_hex(float_bytes(g));
+  }
+  return {{"case", case_json}, {"inputs_sha256", analysis::sha256_hex(digests)}};
+}
+
+void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, const opt::ReferenceOptimizer& optimizer,
+                      double wall_ms) {
+  const auto& stats = optimizer.stats();  // [rank][step]
+  for (std::size_t r = 0; r < stats.size(); ++r) {
+    for (std::size_t t = 0; t < stats[r].size(); ++t) {
+      record.deferral.push_back({.trial = 0,
+                                 .step = static_cast<std::int64_t>(t),
+                                 .rank = static_cast<std::int64_t>(r),
+                                 .winner_rows = stats[r][t].winner_rows,
+                                 .deferred_rows = stats[r][t].deferred_rows});
+    }
+  }
+  record.metrics.push_back({.name = "cpu_step_wall_ms", .value = wall_ms, .unit = "ms"});
+  for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.world)) {
+    record.gradient_row_stats.push_back({.step = s.step,
+                                         .rows = s.rows,
+                                         .cols = s.cols,
+                                         .world = s.world,
+                                         .rank = s.rank,
+                                         .row_count = s.row_count,
+                                         .mean_l1 = s.mean_l1,
+                                         .quantiles = std::move(s.quantiles)});
+  }
+}
+
+nlohmann::json load_replay(opt::NormStream& stream) {
+  const auto db = analysis::Database::open(stream.replay_path, analysis::Access::read_only);
+  const std::int64_t run_id = db.newest_run_with_gradient_row_stats();
+  std::vector<opt::RowNormStats> stats;
+  for (auto& g : db.gradient_row_stats(run_id)) {
+    stats.push_back({g.step, g.rows, g.cols, g.world, g.rank, g.row_count, g.mean_l1, std::move(g.quantiles)});
+  }
+  const std::string where = stream.replay_path + (run_id ? " run " + std::to_string(run_id) : std::string());
+  stream.replay = std::make_shared<const opt::ReplayStats>(opt::make_replay(stats, where));
+  return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
+}
+
+}  // namespace dionsim::cli

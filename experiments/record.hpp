@@ -1,0 +1,70 @@
+#pragma once
+// Recording a subcommand's run in the results database (--db FILE): the glue every subcommand
+// shares — open the file before any work (a bad file stops the run with exit 4 before anything is
+// computed), skip a configuration already stored unless --force (a sweep re-run resumes), and
+// store a run in one transaction, replacing the stored one under --force. See docs/database.md.
+//
+//   Recorder rec(cmd.common(), "plan");                 // opens --db now, if given
+//   if (rec.skip(config)) return 0;                     // stored already, no --force
+//   auto run = rec.begin(config);                       // provenance, start time
+//   run.metrics.push_back({...});
+//   rec.store(run);
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "analysis/store.hpp"
+#include "experiments/cli.hpp"
+#include "optimizer/deferral_stream.hpp"
+#include "optimizer/inventory.hpp"
+#include "optimizer/numerics_case.hpp"
+#include "optimizer/plan.hpp"
+
+namespace dionsim::cli {
+
+class Recorder {
+ public:
+  // Opens common.db (created or migrated) when it is given; IoError (exit 4) when it is refused.
+  Recorder(const CommonOptions& common, std::string kind);
+
+  [[nodiscard]] bool enabled() const { return db_.has_value(); }
+  // True (and logs why) when --db holds an ok run of this kind and configuration and --force is
+  // not given: the caller skips the work. False without --db.
+  [[nodiscard]] bool skip(const nlohmann::json& config) const;
+  // A record of this kind started now; seed = --seed.
+  [[nodiscard]] analysis::RunRecord begin(const nlohmann::json& config,
+                                          analysis::RunMode mode = analysis::RunMode::simulated) const;
+  // Stores the record (one transaction; --force replaces the stored runs of that configuration).
+  // Returns the run id; no-op returning 0 without --db.
+  std::int64_t store(const analysis::RunRecord& record);
+  [[nodiscard]] analysis::Database* database() { return db_ ? &*db_ : nullptr; }
+
+ private:
+  const CommonOptions& common_;
+  std::string kind_;
+  std::optional<analysis::Database> db_;
+};
+
+// ---- what each subcommand records (docs/database.md "What each subcommand records") ----------
+
+// plan: the canonical configuration — the model's name and matrix shapes (so an inventory file is
+// identified by its content) and every PlanConfig field.
+[[nodiscard]] nlohmann::json plan_config_json(const opt::Inventory& inventory, const opt::PlanConfig& config);
+// plan: totals (no labels) and per shape group numbers (labels group, rows, cols, path).
+void add_plan_metrics(analysis::RunRecord& record, const opt::Plan& plan);
+
+// step: case.json as read (canonical) plus the SHA-256 of every input array (W0 and each step's G,
+// in case order, as float32 bytes), so the same folder with other arrays is another configuration.
+[[nodiscard]] nlohmann::json step_config_json(const opt::NumericsCase& c);
+// step: per-rank, per-step deferral counters (trial 0), the wall time of the CPU reference, and the
+// gradient row statistics of the case's G<t> (per step, shape group and rank shard) for replay:DB.
+void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, const opt::ReferenceOptimizer& optimizer,
+                      double wall_ms);
+
+// deferral --norms replay:DB: loads the newest recorded gradient row statistics of DB into the
+// stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
+// identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
+nlohmann::json load_replay(opt::NormStream& stream);
+
+}  // namespace dionsim::cli
