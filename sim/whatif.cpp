@@ -150,17 +150,21 @@ double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std
   return std::max(0.0, (sigma * phi - (static_cast<double>(g.B) - mu) * tail) / mu);
 }
 
+opt::PlanConfig WhatifConfig::plan_config() const {
+  opt::PlanConfig pc;
+  pc.world = world();
+  pc.scope = scope;
+  pc.fraction = fraction;
+  pc.capacity_factor = capacity_factor;
+  pc.optimizer = optimizer;
+  pc.ns = ns;
+  return pc;
+}
+
 WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
   WhatifResult r;
   r.config = config;
-  opt::PlanConfig pc;
-  pc.world = config.world();
-  pc.scope = config.scope;
-  pc.fraction = config.fraction;
-  pc.capacity_factor = config.capacity_factor;
-  pc.optimizer = config.optimizer;
-  pc.ns = config.ns;
-  r.plan = opt::make_plan(inventory, pc);
+  r.plan = opt::make_plan(inventory, config.plan_config());
 
   const FabricCollectiveTimer timer(config.fabric, config.nodes, config.gpus_per_node, config.alltoall_algbw_GBps);
   StepProgramOptions options;

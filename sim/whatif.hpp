@@ -40,6 +40,8 @@ struct WhatifConfig {
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
+  // The optimizer plan's configuration of this what-if (FSDP row shards, default dtypes).
+  [[nodiscard]] opt::PlanConfig plan_config() const;
 };
 
 // The canonical JSON of a configuration: what the DB hashes and --json echoes.

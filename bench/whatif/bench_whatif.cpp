@@ -47,13 +47,7 @@ void BM_DemoSweepPlansOnly(benchmark::State& state) {  // baseline: the plans of
   const auto configs = sim::expand(demo_study());
   for (auto _ : state) {
     for (const auto& c : configs) {
-      opt::PlanConfig pc;
-      pc.world = c.world();
-      pc.scope = c.scope;
-      pc.fraction = c.fraction;
-      pc.optimizer = c.optimizer;
-      pc.ns = c.ns;
-      benchmark::DoNotOptimize(opt::make_plan(inventory, pc).a2a_payload_bytes);
+      benchmark::DoNotOptimize(opt::make_plan(inventory, c.plan_config()).a2a_payload_bytes);
     }
   }
 }

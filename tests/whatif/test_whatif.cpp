@@ -44,14 +44,7 @@ TEST_CASE("whatif: a2a payload equals the plan's, in every configuration", "[wha
   CHECK(configs.size() == 4 * (2 + 2 + 2 * 2));  // capacity factors multiply global_capped only
   for (const auto& c : configs) {
     const auto r = run_whatif(c, inventory, model);
-    opt::PlanConfig pc;
-    pc.world = c.world();
-    pc.scope = c.scope;
-    pc.fraction = c.fraction;
-    pc.capacity_factor = c.capacity_factor;
-    pc.optimizer = c.optimizer;
-    pc.ns = c.ns;
-    const auto plan = opt::make_plan(inventory, pc);
+    const auto plan = opt::make_plan(inventory, c.plan_config());
     CHECK(r.opt.a2a_bytes == plan.a2a_payload_bytes);
     CHECK(metrics_json(r)["a2a_payload_bytes"].get<std::int64_t>() == plan.a2a_payload_bytes);
     CHECK(r.step_wall_ns == r.fwd_bwd.wall_ns + r.opt.wall_ns);
