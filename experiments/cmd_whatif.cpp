@@ -141,13 +141,16 @@ int run_whatif(std::span<const std::string> args) {
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
 
-  // Options -> study, validated completely before anything runs.
+  // Options -> study, validated completely before anything runs. A step-model calibration gives
+  // fwd/bwd when neither --fwd-bwd-ms nor --mfu does, and its NIC/all-to-all efficiencies.
+  sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
+  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}, {}};
+  if (!calibration.empty()) cal = load_calibration(calibration, hw, common);
+  if (cal.step.fwd_bwd_ms && !o.fwd_bwd_ms && !o.mfu) o.fwd_bwd_ms = cal.step.fwd_bwd_ms;
   auto study = sim::make_study(o);
+  sim::apply_step_calibration(cal.step, study);
   auto& base = study.base;
   const auto inventory = opt::load_inventory(o.model);
-  sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
-  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}};
-  if (!calibration.empty()) cal = load_calibration(calibration, hw, common);
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
   if (db) use_db_gemms(*db, cal, common);

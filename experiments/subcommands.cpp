@@ -12,15 +12,18 @@ int run_whatif(std::span<const std::string> args);
 int run_deferral(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
 int run_report(std::span<const std::string> args);
+int run_validate(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 7> table{{
+  static constexpr std::array<Subcommand, 8> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
       {"whatif", "predict training-step and optimizer time across scopes, nodes and fabrics", run_whatif},
       {"deferral", "simulate global_capped deferral with the real capped pack; recommend capacity_factor", run_deferral},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},
+      {"validate", "leave-one-configuration-out validation of the calibrated step model against measured runs",
+       run_validate},
       {"report", "render an HTML/Markdown report with plots from a results database", run_report},
   }};
   return table;
