@@ -51,13 +51,15 @@ class Predictor {
     std::string fabric;
     std::tie(hardware_, fabric) = preset_of(label_, where);
     hw_ = sim::hardware_preset(hardware_, "hardware");
+    for (const auto& m : configs_) {  // one GPU for all, before anything else
+      if (preset_of(m.config.hardware, m.config.label()).first != hardware_) {
+        throw_bad_input(m.config.label(), "hardware", m.config.hardware,
+                        "the GPU of the other selected runs (" + label_ + "); select one GPU with --where hardware=…");
+      }
+    }
     for (const auto& m : configs_) {
       const auto& c = m.config;
       const std::string at = c.label();
-      if (preset_of(c.hardware, at).first != hardware_) {
-        throw_bad_input(at, "hardware", c.hardware,
-                        "the GPU of the other selected runs (" + label_ + "); select one GPU with --where hardware=…");
-      }
       sim::WhatifConfig w;
       w.model = c.model;
       try {
@@ -399,7 +401,7 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
       new_cost = rn.squaredNorm();
       if (new_cost < cost) {
         accepted = true;
-        const bool small = cost - new_cost < 1e-10 * (1.0 + cost);
+        const bool small = cost - new_cost < 1e-7 * cost + 1e-14;
         theta = next;
         r = rn;
         cost = new_cost;

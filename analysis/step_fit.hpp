@@ -60,7 +60,7 @@ struct StepMetric {
 
 struct StepFitOptions {
   std::int64_t tokens_per_gpu = 16384;
-  int max_iterations = 60;
+  int max_iterations = 100;
 };
 
 struct StepFitResult {
