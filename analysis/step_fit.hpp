@@ -10,7 +10,10 @@
 //   fwd_bwd_ms                 forward+backward compute per step          [1, 1e5] ms
 //   ns_gemm_efficiency         NS GEMM throughput / dense bf16 peak        (0, 1]
 //   hbm_efficiency.<class>     HBM efficiency of a non-GEMM kernel class   (0, 1]; classes used by
-//                              the same set of scopes share one fitted value (they cannot be told apart)
+//                              the same set of scopes share one fitted value (they cannot be told
+//                              apart); groups that the data separates only weakly get large standard
+//                              errors with strong correlations (the covariance says which combinations
+//                              are determined)
 //   nic_efficiency             achieved / nominal NIC bandwidth (FSDP rings, all-to-all base)  (0, 1]
 //   alltoall_intra_efficiency  one-node all-to-all: achieved / the fabric's NVLink time   (0, 1]
 //   alltoall_inter_efficiency  multi-node all-to-all: achieved / the fabric's NIC time    (0, 1]
