@@ -437,7 +437,8 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     const Eigen::MatrixXd inv = (Js.transpose() * Js).completeOrthogonalDecomposition().pseudoInverse();
     const Eigen::MatrixXd cov = scale.asDiagonal() * inv * scale.asDiagonal() * (cost / dof);
     for (std::size_t a = 0; a < free.size(); ++a)
-      for (std::size_t b = 0; b < free.size(); ++b) fit.covariance(free[a], free[b]) = cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
+      for (std::size_t b = 0; b < free.size(); ++b)
+        fit.covariance(free[a], free[b]) = cov(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b));
   }
   fit.values = theta;
   fit.std_errors = fit.covariance.diagonal().cwiseMax(0.0).cwiseSqrt();
@@ -458,11 +459,11 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
   c.hardware = fit.hardware_label;
   c.sources = sources;
   c.tool = tool;
-  c.method = "step model (dionsim whatif) fitted to measured metrics: least squares on relative residuals, bounded "
-             "Levenberg-Marquardt with central-difference Jacobians; covariance sigma^2 (J^T J)^-1 (parameters on a "
-             "bound held); launch_gap_us fixed at 0; " +
-             std::to_string(fit.residuals) + " residuals, rms relative error " +
-             std::to_string(fit.rms_relative_error);
+  c.method =
+      "step model (dionsim whatif) fitted to measured metrics: least squares on relative residuals, bounded "
+      "Levenberg-Marquardt with central-difference Jacobians; covariance sigma^2 (J^T J)^-1 (parameters on a "
+      "bound held); launch_gap_us fixed at 0; " +
+      std::to_string(fit.residuals) + " residuals, rms relative error " + std::to_string(fit.rms_relative_error);
   c.parameters["launch_gap_us"] = {0.0, 0.0, "us"};
   // Expanded names -> index of the fitted parameter.
   std::vector<std::pair<std::string, Eigen::Index>> rows;
@@ -505,8 +506,14 @@ std::vector<PredictionRow> compare_predictions(const std::vector<MeasuredConfigu
     for (const auto& m : step_metrics()) {
       const auto it = c.metrics.find(m.measured);
       if (it == c.metrics.end()) continue;
-      PredictionRow row{c.config.label(), c.config.scope, c.config.nodes, m.measured, it->second,
-                        metric_value(predicted[i], m.predicted), 0.0, m.fitted};
+      PredictionRow row{c.config.label(),
+                        c.config.scope,
+                        c.config.nodes,
+                        m.measured,
+                        it->second,
+                        metric_value(predicted[i], m.predicted),
+                        0.0,
+                        m.fitted};
       row.error_pct = it->second != 0.0 ? 100.0 * (row.predicted - row.measured) / row.measured : 0.0;
       rows.push_back(row);
     }
@@ -548,9 +555,14 @@ std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration
 }
 
 json to_json(const PredictionRow& r) {
-  return {{"configuration", r.configuration}, {"scope", r.scope},         {"nodes", r.nodes},
-          {"metric", r.metric},               {"measured", r.measured},   {"predicted", r.predicted},
-          {"error_pct", r.error_pct},         {"fitted_metric", r.fitted}};
+  return {{"configuration", r.configuration},
+          {"scope", r.scope},
+          {"nodes", r.nodes},
+          {"metric", r.metric},
+          {"measured", r.measured},
+          {"predicted", r.predicted},
+          {"error_pct", r.error_pct},
+          {"fitted_metric", r.fitted}};
 }
 
 json to_json(const MetricSummary& s) {

@@ -67,14 +67,14 @@ struct StepFitOptions {
 };
 
 struct StepFitResult {
-  std::string hardware;             // the GPU preset ("h100-sxm")
-  std::string hardware_label;       // as measured ("H100 SXM")
-  std::vector<std::string> names;   // fitted parameters (groups: "hbm_efficiency.a+b")
+  std::string hardware;            // the GPU preset ("h100-sxm")
+  std::string hardware_label;      // as measured ("H100 SXM")
+  std::vector<std::string> names;  // fitted parameters (groups: "hbm_efficiency.a+b")
   std::vector<std::string> units;
   Eigen::VectorXd values, std_errors;
   Eigen::MatrixXd covariance;
-  std::vector<std::string> at_bound;       // fitted parameters that ended on a bound
-  std::vector<std::string> unconstrained;  // left out: the data does not constrain them
+  std::vector<std::string> at_bound;         // fitted parameters that ended on a bound
+  std::vector<std::string> unconstrained;    // left out: the data does not constrain them
   std::map<std::string, double> parameters;  // what the calibration file holds (groups expanded)
   int residuals = 0;
   int iterations = 0;

@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/fit_calibration.hpp"
 #include "analysis/kineto.hpp"
@@ -86,12 +86,13 @@ void print_in_sample(const std::vector<analysis::PredictionRow>& rows) {
 }  // namespace
 
 int run_calibrate(std::span<const std::string> args) {
-  Command cmd("calibrate",
-              "--measured FILE [--measured FILE …] | --db DB  [--where KEY=VALUE …] [--dump-metrics] [--out CALIB.json] "
-              "[--name NAME]",
-              "Reads measured runs — PyTorch-profiler traces (Kineto JSON, optionally gzipped; one per rank), a "
-              "measurement CSV, the H200 anchor CSV or nccl-tests output — and prints what it extracted "
-              "(--dump-metrics) or fits model parameters with standard errors (table, --json, or --out FILE).");
+  Command cmd(
+      "calibrate",
+      "--measured FILE [--measured FILE …] | --db DB  [--where KEY=VALUE …] [--dump-metrics] [--out CALIB.json] "
+      "[--name NAME]",
+      "Reads measured runs — PyTorch-profiler traces (Kineto JSON, optionally gzipped; one per rank), a "
+      "measurement CSV, the H200 anchor CSV or nccl-tests output — and prints what it extracted "
+      "(--dump-metrics) or fits model parameters with standard errors (table, --json, or --out FILE).");
   std::vector<std::string> measured, where;
   std::string out, name;
   bool dump = false;

@@ -94,9 +94,13 @@ int run_validate(std::span<const std::string> args) {
                                         {"predicted", r.predicted}}});
     }
     for (const auto& s : loo_summary) {
-      rec.metrics.push_back({.name = "loo_mean_abs_error_pct", .value = s.mean_abs_error_pct, .unit = "pct",
+      rec.metrics.push_back({.name = "loo_mean_abs_error_pct",
+                             .value = s.mean_abs_error_pct,
+                             .unit = "pct",
                              .labels = {{"metric", s.metric}, {"count", s.count}}});
-      rec.metrics.push_back({.name = "loo_max_abs_error_pct", .value = s.max_abs_error_pct, .unit = "pct",
+      rec.metrics.push_back({.name = "loo_max_abs_error_pct",
+                             .value = s.max_abs_error_pct,
+                             .unit = "pct",
                              .labels = {{"metric", s.metric}, {"count", s.count}}});
     }
     db->store(rec, analysis::OnExisting::replace);

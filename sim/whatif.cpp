@@ -305,8 +305,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
   study.fractions = parse_double_list(o.fractions, "--fraction");
   for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
-    study.capacity_factors.push_back(c == "auto" ? std::nullopt
-                                                 : std::optional(parse_double(c, "--capacity-factor")));
+    study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
   }
   study.nodes = parse_int_list(o.nodes, "--nodes");
   study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);

@@ -82,7 +82,8 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
   }
   if (doc.contains("overlap_slowdown_by_kernel")) {
     const auto& m = doc["overlap_slowdown_by_kernel"];
-    if (!m.is_object()) throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
+    if (!m.is_object())
+      throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
     for (const auto& [kernel, f] : m.items()) {
       if (!f.is_number() || !(f.get<double>() >= 1.0)) {
         throw_bad_input(where, "overlap_slowdown_by_kernel." + kernel, f.dump(), "a factor >= 1");

@@ -234,9 +234,14 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
         "dionsim calibrate)");
   CHECK(error_for([](json& j) { j.erase("schema_version"); }) ==
         "cal.json: schema_version: got '(missing)', expected 2");
-  CHECK_THAT(error_for([](json& j) { j["schema_version"] = 1; j["covariance"] = json::object(); }),
+  CHECK_THAT(error_for([](json& j) {
+               j["schema_version"] = 1;
+               j["covariance"] = json::object();
+             }),
              Catch::StartsWith("cal.json: key: got 'covariance'"));  // schema 1 has no covariance
-  CHECK_THAT(error_for([](json& j) { j["covariance"] = {{"parameters", {"nope"}}, {"matrix", {{1.0}}}}; }),
+  CHECK_THAT(error_for([](json& j) {
+               j["covariance"] = {{"parameters", {"nope"}}, {"matrix", {{1.0}}}};
+             }),
              Catch::Contains("covariance: parameters: got '\"nope\"'"));
   CHECK_THAT(error_for([](json& j) { j["colour"] = "blue"; }),
              Catch::StartsWith("cal.json: key: got 'colour', expected one of"));

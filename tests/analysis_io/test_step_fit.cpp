@@ -100,10 +100,13 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
 
 TEST_CASE("the fit recovers known parameters from measurements whatif itself produced", "[step_fit]") {
   auto runs = seed_runs();
-  const std::map<std::string, double> truth_in = {
-      {"fwd_bwd_ms", 430.0},           {"ns_gemm_efficiency", 0.8},        {"nic_efficiency", 0.6},
-      {"alltoall_intra_efficiency", 0.5}, {"alltoall_inter_efficiency", 0.45}, {"alltoall_latency_us", 80.0},
-      {"launch_gap_us", 0.0}};
+  const std::map<std::string, double> truth_in = {{"fwd_bwd_ms", 430.0},
+                                                  {"ns_gemm_efficiency", 0.8},
+                                                  {"nic_efficiency", 0.6},
+                                                  {"alltoall_intra_efficiency", 0.5},
+                                                  {"alltoall_inter_efficiency", 0.45},
+                                                  {"alltoall_latency_us", 80.0},
+                                                  {"launch_gap_us", 0.0}};
   // Fit once to learn the class groups, then set every HBM class to a known value per group.
   auto truth = truth_in;
   for (const auto& [name, value] : fit_step_model(runs).parameters)
@@ -150,8 +153,8 @@ TEST_CASE("measured runs and calibrations go through the database", "[step_fit]"
     auto db = Database::open(path.string());
     CHECK_THROWS_AS(measured_configurations_from_db(db), dionsim::InputError);
     for (const auto& c : group_configurations(read_measurement_csv(kSeed))) db.store(measured_record(c));
-    const auto from_db = select_configurations(measured_configurations_from_db(db),
-                                               {"run=1node-real-step", "run=2node-real-step"});
+    const auto from_db =
+        select_configurations(measured_configurations_from_db(db), {"run=1node-real-step", "run=2node-real-step"});
     const auto from_csv = seed_runs();
     REQUIRE(from_db.size() == from_csv.size());
     for (std::size_t i = 0; i < from_db.size(); ++i) {
