@@ -238,19 +238,30 @@ def report(args):
     for line in table.splitlines()[2:]:
         html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
     html.append("</table>")
-    for png, title in extra_pngs:
-        with open(os.path.join(args.out, png), "rb") as f:
-            data = base64.b64encode(f.read()).decode()
-        html.append(f"<h2>{title}</h2><img src='data:image/png;base64,{data}'/>")
+    in_table = False
     for line in extra_md:
+        if line.startswith("| "):
+            if not in_table:
+                html.append("<table>")
+                in_table = True
+            html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
+            continue
+        if line.startswith("|---"):
+            continue
+        if in_table:
+            html.append("</table>")
+            in_table = False
         if line.startswith("## "):
             html.append(f"<h2>{line[3:]}</h2>")
-        elif line.startswith("|---"):
-            continue
-        elif line.startswith("| "):
-            html.append("<table><tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr></table>")
-        elif line and not line.startswith("!["):
+        elif line.startswith("!["):
+            png = line[line.index("](") + 2:-1]
+            with open(os.path.join(args.out, png), "rb") as f:
+                data = base64.b64encode(f.read()).decode()
+            html.append(f"<img src='data:image/png;base64,{data}'/>")
+        elif line:
             html.append(f"<p>{line}</p>")
+    if in_table:
+        html.append("</table>")
     html.append("</body></html>")
     with open(os.path.join(args.out, "report.html"), "w") as f:
         f.write("\n".join(html))
