@@ -234,7 +234,7 @@ RunRecord measured_record(const MeasuredConfiguration& m) {
   auto rec = RunRecord::begin("measured_csv", RunMode::measured, measured_config_json(m.config), 0);
   for (const auto& [name, value] : m.metrics) {
     const auto* info = find_metric(name);
-    rec.metrics.push_back({.name = name, .value = value, .unit = info ? std::string(info->unit) : std::string()});
+    rec.metrics.push_back({name, value, info ? std::string(info->unit) : std::string(), {}, {}, json::object()});
   }
   return rec;
 }
@@ -246,7 +246,7 @@ RunRecord calibration_record(const Calibration& calibration, const json& config)
                               .body = to_json(calibration),
                               .created_utc = {}});
   for (const auto& [name, p] : calibration.parameters)
-    rec.metrics.push_back({.name = name, .value = p.value, .unit = p.units});
+    rec.metrics.push_back({name, p.value, p.units, {}, {}, json::object()});
   return rec;
 }
 
@@ -552,6 +552,23 @@ std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration
     for (auto& row : compare_predictions({configurations[k]}, fit.parameters, options)) rows.push_back(row);
   }
   return rows;
+}
+
+RunRecord validation_record(const std::vector<PredictionRow>& rows, const std::vector<MetricSummary>& summary,
+                            const json& config, std::uint64_t seed) {
+  auto rec = RunRecord::begin("validate", RunMode::simulated, config, seed);
+  for (const auto& r : rows) {
+    MetricRow m{.name = "loo_error_pct", .value = r.error_pct, .unit = "pct", .rank = {}, .step = {}, .labels = {}};
+    m.labels = {
+        {"configuration", r.configuration}, {"metric", r.metric}, {"measured", r.measured}, {"predicted", r.predicted}};
+    rec.metrics.push_back(std::move(m));
+  }
+  for (const auto& s : summary) {
+    const json labels = {{"metric", s.metric}, {"count", s.count}};
+    rec.metrics.push_back({"loo_mean_abs_error_pct", s.mean_abs_error_pct, "pct", {}, {}, labels});
+    rec.metrics.push_back({"loo_max_abs_error_pct", s.max_abs_error_pct, "pct", {}, {}, labels});
+  }
+  return rec;
 }
 
 json to_json(const PredictionRow& r) {

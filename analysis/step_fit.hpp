@@ -23,6 +23,7 @@
 // A parameter the selected runs do not constrain (e.g. the inter-node ones without a multi-node
 // run) is left out of the fit and of the calibration (whatif keeps its preset value).
 #include <Eigen/Dense>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -113,6 +114,12 @@ struct MetricSummary {
 // Leave one configuration out: fit on the others, predict it. Rows of every held-out configuration.
 [[nodiscard]] std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration>& configurations,
                                                        const StepFitOptions& options = {});
+
+// A validation as a run (kind "validate"): loo_error_pct per held-out cell (labels configuration,
+// metric, measured, predicted) and loo_{mean,max}_abs_error_pct per metric (labels metric, count).
+[[nodiscard]] RunRecord validation_record(const std::vector<PredictionRow>& rows,
+                                          const std::vector<MetricSummary>& summary, const nlohmann::json& config,
+                                          std::uint64_t seed);
 
 [[nodiscard]] nlohmann::json to_json(const PredictionRow& row);
 [[nodiscard]] nlohmann::json to_json(const MetricSummary& summary);

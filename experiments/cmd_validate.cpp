@@ -83,26 +83,7 @@ int run_validate(std::span<const std::string> args) {
   }
   if (db) {
     json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"in_sample", in_sample}};
-    auto rec = analysis::RunRecord::begin("validate", analysis::RunMode::simulated, config, common.seed);
-    for (const auto& r : loo) {
-      rec.metrics.push_back({.name = "loo_error_pct",
-                             .value = r.error_pct,
-                             .unit = "pct",
-                             .labels = {{"configuration", r.configuration},
-                                        {"metric", r.metric},
-                                        {"measured", r.measured},
-                                        {"predicted", r.predicted}}});
-    }
-    for (const auto& s : loo_summary) {
-      rec.metrics.push_back({.name = "loo_mean_abs_error_pct",
-                             .value = s.mean_abs_error_pct,
-                             .unit = "pct",
-                             .labels = {{"metric", s.metric}, {"count", s.count}}});
-      rec.metrics.push_back({.name = "loo_max_abs_error_pct",
-                             .value = s.max_abs_error_pct,
-                             .unit = "pct",
-                             .labels = {{"metric", s.metric}, {"count", s.count}}});
-    }
+    const auto rec = analysis::validation_record(loo, loo_summary, config, common.seed);
     db->store(rec, analysis::OnExisting::replace);
     log(common, "recorded the validation in " + common.db);
   }

@@ -191,4 +191,12 @@ TEST_CASE("leave one configuration out predicts every held-out configuration", "
   }
   CHECK(has_step);
   CHECK_THROWS_AS(leave_one_out({runs.front()}), dionsim::InputError);
+
+  // Recorded as a validate run: one loo_error_pct per cell, mean and max per metric.
+  const auto rec = validation_record(rows, summary, {{"source", "seed"}}, 7);
+  CHECK(rec.kind == "validate");
+  CHECK(rec.metrics.size() == rows.size() + 2 * summary.size());
+  CHECK(rec.metrics.front().name == "loo_error_pct");
+  CHECK(rec.metrics.front().labels.at("metric") == rows.front().metric);
+  CHECK(rec.metrics.front().value == rows.front().error_pct);
 }
