@@ -50,11 +50,21 @@ json to_json(const Calibration& c) {
   for (const auto& [name, p] : c.parameters) {
     parameters[name] = {{"value", p.value}, {"stderr", p.std_error}, {"units", p.units}};
   }
-  return {{"schema_version", c.schema_version},
-          {"name", c.name},
-          {"hardware", c.hardware},
-          {"parameters", parameters},
-          {"provenance", {{"sources", c.sources}, {"method", c.method}, {"tool", c.tool}}}};
+  json out = {{"schema_version", c.schema_version},
+              {"name", c.name},
+              {"hardware", c.hardware},
+              {"parameters", parameters},
+              {"provenance", {{"sources", c.sources}, {"method", c.method}, {"tool", c.tool}}}};
+  if (!c.covariance_parameters.empty()) {
+    json matrix = json::array();
+    for (Eigen::Index i = 0; i < c.covariance.rows(); ++i) {
+      json row = json::array();
+      for (Eigen::Index j = 0; j < c.covariance.cols(); ++j) row.push_back(c.covariance(i, j));
+      matrix.push_back(row);
+    }
+    out["covariance"] = {{"parameters", c.covariance_parameters}, {"matrix", matrix}};
+  }
+  return out;
 }
 
 Calibration calibration_from_json(const json& value, const std::string& where) {
@@ -63,13 +73,22 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   if (!value.contains("schema_version"))
     throw_bad_input(where, "schema_version", "(missing)", std::to_string(kCalibrationSchemaVersion));
   const json& version = value.at("schema_version");
-  if (!version.is_number_integer() || version.get<int>() != kCalibrationSchemaVersion) {
+  if (!version.is_number_integer() || version.get<int>() < kOldestCalibrationSchemaVersion ||
+      version.get<int>() > kCalibrationSchemaVersion) {
     throw_bad_input(where, "schema_version", version.is_string() ? version.get<std::string>() : version.dump(),
-                    std::to_string(kCalibrationSchemaVersion) + " (this dionsim reads calibration schema " +
-                        std::to_string(kCalibrationSchemaVersion) + "; re-run dionsim calibrate)");
+                    "1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run dionsim calibrate)");
   }
-  require_keys(value, where, {"schema_version", "name", "hardware", "parameters", "provenance"});
+  const int schema = version.get<int>();
+  json body = value;
+  const bool has_covariance = schema >= 2 && body.contains("covariance");
+  json covariance;
+  if (has_covariance) {
+    covariance = body.at("covariance");
+    body.erase("covariance");
+  }
+  require_keys(body, where, {"schema_version", "name", "hardware", "parameters", "provenance"});
   Calibration c;
+  c.schema_version = kCalibrationSchemaVersion;  // what to_json writes back
   c.name = string_at(value, "name", where);
   c.hardware = string_at(value, "hardware", where);
   if (c.name.empty()) throw_bad_input(where, "name", "", "a non-empty name");
@@ -94,6 +113,33 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   }
   c.method = string_at(provenance, "method", where + ": provenance");
   c.tool = string_at(provenance, "tool", where + ": provenance");
+  if (has_covariance) {
+    const std::string at = where + ": covariance";
+    require_keys(covariance, at, {"parameters", "matrix"});
+    const json& names = covariance.at("parameters");
+    const json& matrix = covariance.at("matrix");
+    if (!names.is_array()) throw_bad_input(at, "parameters", names.dump().substr(0, 60), "an array of names");
+    for (const auto& n : names) {
+      if (!n.is_string() || c.parameters.count(n.get<std::string>()) == 0)
+        throw_bad_input(at, "parameters", n.dump(), "names of parameters of the file");
+      c.covariance_parameters.push_back(n.get<std::string>());
+    }
+    const auto k = static_cast<Eigen::Index>(names.size());
+    if (!matrix.is_array() || static_cast<Eigen::Index>(matrix.size()) != k)
+      throw_bad_input(at, "matrix", matrix.dump().substr(0, 60), std::to_string(k) + " rows");
+    c.covariance = Eigen::MatrixXd(k, k);
+    for (Eigen::Index i = 0; i < k; ++i) {
+      const json& row = matrix[static_cast<std::size_t>(i)];
+      if (!row.is_array() || static_cast<Eigen::Index>(row.size()) != k)
+        throw_bad_input(at, "matrix", row.dump().substr(0, 60), std::to_string(k) + " numbers per row");
+      for (Eigen::Index j = 0; j < k; ++j) {
+        const json& v = row[static_cast<std::size_t>(j)];
+        if (!v.is_number() || !std::isfinite(v.get<double>()))
+          throw_bad_input(at, "matrix", v.dump(), "finite numbers");
+        c.covariance(i, j) = v.get<double>();
+      }
+    }
+  }
   return c;
 }
 

@@ -5,7 +5,11 @@
 //
 //   {"schema_version": 1, "name": "h200-anchors", "hardware": "H200",
 //    "parameters": {"nccl_all_to_all_w2_busbw_GBps": {"value": 360.1, "stderr": 12.0, "units": "GB/s"}, …},
-//    "provenance": {"sources": ["…/h200-anchors.csv"], "method": "…", "tool": "dionsim 0.1.0"}}
+//    "provenance": {"sources": ["…/h200-anchors.csv"], "method": "…", "tool": "dionsim 0.1.0"},
+//    "covariance": {"parameters": ["fwd_bwd_ms", …], "matrix": [[…], …]}}     optional (schema 2)
+//
+// Schema 2 (written now) adds the optional "covariance" of the fitted parameters (the step-model
+// fit of analysis/step_fit.hpp); files of schema 1 (without it) are still read.
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,7 +22,8 @@
 
 namespace dionsim::analysis {
 
-inline constexpr int kCalibrationSchemaVersion = 1;
+inline constexpr int kCalibrationSchemaVersion = 2;
+inline constexpr int kOldestCalibrationSchemaVersion = 1;  // still read
 
 // Published peaks the efficiencies are relative to (per GPU, one direction for NVLink).
 inline constexpr double kH200NvlinkGBps = 450.0;       // NVLink 4: 18 links × 25 GB/s
@@ -38,6 +43,9 @@ struct Calibration {
   std::vector<std::string> sources;  // provenance: the files the fits used
   std::string method;                // provenance: how (model and weighting)
   std::string tool;                  // provenance: "dionsim <version>"
+  // Joint covariance of some parameters (names index rows/columns); empty when not known.
+  std::vector<std::string> covariance_parameters;
+  Eigen::MatrixXd covariance;
 };
 
 [[nodiscard]] nlohmann::json to_json(const Calibration& calibration);

@@ -1,16 +1,21 @@
 // dionsim calibrate: measured inputs → extracted metrics (--dump-metrics) or fitted parameters
 // (table, --json, --out CALIB.json). What is fitted depends on the input: the H200 anchor table and
 // nccl-tests output give collective latency/bandwidth (and GEMM throughput for the anchors);
-// profiler traces give NS GEMM throughput and all-to-all kernel transfer. Fits that need the
-// simulator (a measurement CSV against predicted runs) are not done here.
+// profiler traces give NS GEMM throughput and all-to-all kernel transfer; a measurement CSV or the
+// database's measured runs (--db without --measured) fit the what-if step model
+// (analysis/step_fit.hpp), selected with --where. --db also stores the calibration (and the CSV's
+// measured configurations) in the database.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "analysis/fit_calibration.hpp"
 #include "analysis/kineto.hpp"
 #include "analysis/measurements.hpp"
+#include "analysis/step_fit.hpp"
+#include "analysis/store.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
 
@@ -70,14 +75,25 @@ void print_rows(const std::string& title, const json& rows, const std::vector<st
   }
 }
 
+void print_in_sample(const std::vector<analysis::PredictionRow>& rows) {
+  std::printf("# in-sample: whatif with the fitted parameters vs the measured runs\n%-56s %-22s %12s %12s %9s\n",
+              "configuration", "metric", "measured", "predicted", "error %");
+  for (const auto& r : rows)
+    std::printf("%-56s %-22s %12.4g %12.4g %+9.2f%s\n", r.configuration.c_str(), r.metric.c_str(), r.measured,
+                r.predicted, r.error_pct, r.fitted ? "" : "  (not fitted)");
+}
+
 }  // namespace
 
 int run_calibrate(std::span<const std::string> args) {
-  Command cmd("calibrate", "--measured FILE [--measured FILE …] [--dump-metrics] [--out CALIB.json] [--name NAME]",
-              "Reads measured runs — PyTorch-profiler traces (Kineto JSON, optionally gzipped; one per rank), a "
-              "measurement CSV, the H200 anchor CSV or nccl-tests output — and prints what it extracted "
-              "(--dump-metrics) or fits model parameters with standard errors (table, --json, or --out FILE).");
-  std::vector<std::string> measured;
+  Command cmd(
+      "calibrate",
+      "--measured FILE [--measured FILE …] | --db DB  [--where KEY=VALUE …] [--dump-metrics] [--out CALIB.json] "
+      "[--name NAME]",
+      "Reads measured runs — PyTorch-profiler traces (Kineto JSON, optionally gzipped; one per rank), a "
+      "measurement CSV, the H200 anchor CSV or nccl-tests output — and prints what it extracted "
+      "(--dump-metrics) or fits model parameters with standard errors (table, --json, or --out FILE).");
+  std::vector<std::string> measured, where;
   std::string out, name;
   bool dump = false;
   cmd.options().add_options()(
@@ -86,11 +102,71 @@ int run_calibrate(std::span<const std::string> args) {
       "dump-metrics", po::bool_switch(&dump),
       "print the metrics extracted per rank and step (traces), per configuration (CSV) or per row (nccl-tests)")(
       "out", po::value(&out)->value_name("CALIB.json"), "write the fitted calibration to this file")(
-      "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)");
+      "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)")(
+      "where", po::value(&where)->value_name("KEY=VALUE"),
+      "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
+      "values are alternatives, different keys must all match");
   if (!cmd.parse(args)) return 0;
-  if (measured.empty()) throw UsageError("calibrate: --measured FILE is required (see 'dionsim calibrate --help')");
-  if (cmd.has("db")) throw UsageError("calibrate: --db is not supported yet; use --out CALIB.json");
+  const auto& common = cmd.common();
+  if (measured.empty() && common.db.empty())
+    throw UsageError("calibrate: --measured FILE or --db DB is required (see 'dionsim calibrate --help')");
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");
+  const std::string tool = "dionsim " DIONSIM_VERSION;
+  std::optional<analysis::Database> db;
+  if (!common.db.empty()) db = analysis::Database::open(common.db);
+
+  // The step-model fit: a measurement CSV, or the database's measured runs.
+  const bool from_db = measured.empty();
+  if (from_db || detect_kind(measured.front()) == InputKind::measurements) {
+    if (!from_db && measured.size() > 1) throw_bad_usage("--measured", measured[1], "a single measurement CSV");
+    const auto all = from_db ? analysis::measured_configurations_from_db(*db)
+                             : analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
+    const auto selected = analysis::select_configurations(all, where);
+    if (dump) {
+      json dumped = json::array();
+      for (const auto& g : selected) {
+        dumped.push_back(analysis::to_json(g));
+        if (common.json) continue;
+        std::printf("%s:", g.config.label().c_str());
+        for (const auto& [metric, value] : g.metrics) std::printf(" %s=%g", metric.c_str(), value);
+        std::printf("\n");
+      }
+      if (common.json) print_json(dumped);
+      return 0;
+    }
+    const std::string source = from_db ? common.db : measured.front();
+    if (name.empty()) name = std::filesystem::path(source).filename().string();
+    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations");
+    const auto fit = analysis::fit_step_model(selected);
+    for (const auto& p : fit.unconstrained)
+      log(common, p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
+    for (const auto& p : fit.at_bound) log(common, p + ": ended on its bound (held there; stderr 0)");
+    auto sources = std::vector<std::string>{source};
+    for (const auto& w : where) sources.push_back("where " + w);
+    const auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
+    const auto in_sample = analysis::compare_predictions(selected, fit.parameters);
+    if (db) {
+      if (!from_db)
+        for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
+      db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", sources}}),
+                analysis::OnExisting::replace);
+      log(common, "stored calibration '" + name + "' in " + common.db);
+    }
+    if (!out.empty()) {
+      analysis::write_calibration(out, calibration);
+      log(common, "wrote calibration '" + name + "' to " + out);
+    }
+    if (common.json) {
+      json rows = json::array();
+      for (const auto& r : in_sample) rows.push_back(analysis::to_json(r));
+      print_json({{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}});
+    } else {
+      print_fit_table(calibration);
+      print_in_sample(in_sample);
+    }
+    return 0;
+  }
+  if (!where.empty()) throw UsageError("calibrate: --where applies to a measurement CSV or --db only");
   const InputKind kind = detect_kind(measured.front());
   for (const auto& file : measured) {
     if (detect_kind(file) != kind) throw_bad_usage("--measured", file, "inputs of one kind (all traces or one file)");
@@ -98,8 +174,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (kind != InputKind::trace && measured.size() > 1)
     throw_bad_usage("--measured", measured[1], "a single non-trace file");
   if (name.empty()) name = std::filesystem::path(measured.front()).filename().string();
-  const std::string tool = "dionsim " DIONSIM_VERSION;
-  const bool table = !cmd.common().json;
+  const bool table = !common.json;
 
   json dumped = json::array();
   analysis::Calibration calibration;
@@ -118,17 +193,6 @@ int run_calibrate(std::span<const std::string> args) {
                     "a2a_payload_bytes", "a2a_algbw_GBps"});
     }
     if (!dump) calibration = analysis::calibration_from_traces(traces, name, measured, tool);
-  } else if (kind == InputKind::measurements) {
-    const auto groups = analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
-    if (!dump)
-      throw UsageError("calibrate: a measurement CSV has nothing to fit without the simulator yet; use --dump-metrics");
-    for (const auto& g : groups) {
-      dumped.push_back(analysis::to_json(g));
-      if (!table) continue;
-      std::printf("%s:", g.config.label().c_str());
-      for (const auto& [metric, value] : g.metrics) std::printf(" %s=%g", metric.c_str(), value);
-      std::printf("\n");
-    }
   } else if (kind == InputKind::nccl_tests) {
     const auto runs = analysis::read_nccl_tests_output(measured.front());
     for (const auto& run : runs) {
@@ -147,9 +211,14 @@ int run_calibrate(std::span<const std::string> args) {
     if (!table) print_json(dumped);
     return 0;
   }
+  if (db) {
+    db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", measured}}),
+              analysis::OnExisting::replace);
+    log(common, "stored calibration '" + name + "' in " + common.db);
+  }
   if (!out.empty()) {
     analysis::write_calibration(out, calibration);
-    log(cmd.common(), "wrote calibration '" + name + "' to " + out);
+    log(common, "wrote calibration '" + name + "' to " + out);
   }
   if (table)
     print_fit_table(calibration);

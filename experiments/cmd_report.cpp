@@ -63,7 +63,9 @@ int run_report(std::span<const std::string> args) {
     }
   }
   std::filesystem::create_directories(out);
-  const int rc = run_process({python, script, "report", "--db", common.db, "--out", out});
+  // The script runs this executable for the extrapolation study of a stored calibration.
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const int rc = run_process({python, script, "report", "--db", common.db, "--out", out, "--dionsim", self});
   if (rc != 0) throw IoError("scripts/report.py exited with " + std::to_string(rc));
   log(common, "report written to " + out + "/report.html");
   return 0;

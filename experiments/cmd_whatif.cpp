@@ -88,8 +88,20 @@ void use_db_gemms(const analysis::Database& db, sim::KernelCalibration& cal, con
   log(common, common.db + ": GEMM efficiency from " + std::to_string(anchors.size()) + " measured " + gpu + " GEMMs");
 }
 
-// A `dionsim calibrate` file (schema_version) or a kernel calibration (schema).
-sim::KernelCalibration load_calibration(const std::string& path, const sim::Hardware& hw, const CommonOptions& common) {
+// A `dionsim calibrate` file (schema_version) or a kernel calibration (schema); with --db, a name
+// that is not a file is looked up in the database's calibrations.
+sim::KernelCalibration load_calibration(const std::string& path, const sim::Hardware& hw, const CommonOptions& common,
+                                        const analysis::Database* db) {
+  if (db && !std::filesystem::exists(path)) {
+    if (const auto row = db->calibration(path)) {
+      const auto fitted = analysis::calibration_from_json(row->body, common.db + ": calibration '" + path + "'");
+      std::map<std::string, double> values;
+      for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
+      auto cal = sim::kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+      for (const auto& name : cal.unused_parameters) log(common, path + ": " + name + " is not used by whatif");
+      return cal;
+    }
+  }
   std::ifstream in(path);
   if (!in) throw IoError(path + ": cannot open the calibration file");
   const auto doc = nlohmann::json::parse(in, nullptr, false);
@@ -130,7 +142,7 @@ int run_whatif(std::span<const std::string> args) {
       ("latency-us", po::value<double>()->notifier(set(o.overrides.latency_us)), "override NVLink and NIC latency")
       ("alltoall-algbw-GBps", po::value<double>()->notifier(set(o.alltoall_algbw_GBps)), "pin a2a algbw (GB/s)")
       ("hardware", po::value(&hardware)->default_value(hardware), "GPU: h100-sxm | h200")
-      ("calibration", po::value(&calibration), "kernel calibration JSON or a `dionsim calibrate` file")
+      ("calibration", po::value(&calibration), "kernel calibration JSON, a `dionsim calibrate` file, or (with --db) a stored calibration's name")
       ("fwd-bwd-ms", po::value<double>()->notifier(set(o.fwd_bwd_ms)), "forward+backward compute per step, ms")
       ("mfu", po::value<double>()->notifier(set(o.mfu)), "forward+backward MFU in (0, 1]: 6·params·tokens / (peak·mfu)")
       ("tokens-per-gpu", po::value(&o.tokens_per_gpu)->default_value(o.tokens_per_gpu), "tokens per GPU per step")
@@ -141,15 +153,18 @@ int run_whatif(std::span<const std::string> args) {
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
 
-  // Options -> study, validated completely before anything runs.
-  auto study = sim::make_study(o);
-  auto& base = study.base;
-  const auto inventory = opt::load_inventory(o.model);
+  // Options -> study, validated completely before anything runs. A step-model calibration gives
+  // fwd/bwd when neither --fwd-bwd-ms nor --mfu does, and its NIC/all-to-all efficiencies.
   sim::Hardware hw = sim::hardware_preset(hardware, "--hardware");
-  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}};
-  if (!calibration.empty()) cal = load_calibration(calibration, hw, common);
+  sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}, {}};
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
+  if (!calibration.empty()) cal = load_calibration(calibration, hw, common, db ? &*db : nullptr);
+  if (cal.step.fwd_bwd_ms && !o.fwd_bwd_ms && !o.mfu) o.fwd_bwd_ms = cal.step.fwd_bwd_ms;
+  auto study = sim::make_study(o);
+  sim::apply_step_calibration(cal.step, study);
+  auto& base = study.base;
+  const auto inventory = opt::load_inventory(o.model);
   if (db) use_db_gemms(*db, cal, common);
   study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
   base.hardware = cal.config.hardware.name;

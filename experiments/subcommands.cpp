@@ -13,6 +13,7 @@ int run_deferral(std::span<const std::string> args);
 int run_measure(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
 int run_report(std::span<const std::string> args);
+int run_validate(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
   static constexpr std::array<Subcommand, 8> table{{
@@ -23,6 +24,8 @@ std::span<const Subcommand> subcommands() {
       {"deferral", "simulate global_capped deferral with the real capped pack; recommend capacity_factor", run_deferral},
       {"measure", "run the CUDA+NCCL optimizer on this machine's GPUs and record measured timings", run_measure},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},
+      {"validate", "leave-one-configuration-out validation of the calibrated step model against measured runs",
+       run_validate},
       {"report", "render an HTML/Markdown report with plots from a results database", run_report},
   }};
   return table;

@@ -5,6 +5,10 @@
         -> OUT/report.md (tables + PNG links), OUT/report.html (self-contained, PNGs inlined),
            OUT/step_vs_nodes.png, OUT/opt_vs_nodes.png, OUT/payload_vs_world.png,
            OUT/exposed_vs_bandwidth.png
+        with --dionsim EXE also, when the database holds them: a validation section (the latest
+        `dionsim validate --db` run) and an extrapolation study (OUT/extrapolation.png: predicted step
+        and optimizer wall vs nodes 1..128, three scopes, two NIC bandwidths, with the +-1 sigma band of
+        the latest calibration that has a covariance, propagated to first order)
     report.py validate --dionsim build/dionsim --csv ../shared/data/seed-measurements.csv
         -> the seed validation table (Markdown) on stdout: predicted vs measured, error % per metric
     report.py validate-h200 --dionsim build/dionsim --anchors ../shared/data/h200-anchors.csv --calibration CAL
@@ -207,6 +211,7 @@ def report(args):
     plot_payload(plt, rows, os.path.join(args.out, pngs[2][0]))
     plot_exposed_vs_bw(plt, rows, os.path.join(args.out, pngs[3][0]))
 
+    extra_md, extra_pngs = calibration_sections(args, plt)
     models = sorted({r["model"] for r in rows})
     intro = (f"{len(rows)} simulated configurations from `{os.path.basename(args.db)}` "
              f"(model {', '.join(models)}). Times per training step; payload = optimizer all-to-all bytes "
@@ -217,6 +222,7 @@ def report(args):
     for png, title in pngs:
         md += [f"## {title}", "", f"![{title}]({png})", ""]
     md += ["## Sweep table", "", table, ""]
+    md += extra_md
     with open(os.path.join(args.out, "report.md"), "w") as f:
         f.write("\n".join(md))
 
@@ -231,10 +237,195 @@ def report(args):
     html.append("<h2>Sweep table</h2><table><tr>" + "".join(f"<th>{c[1]}</th>" for c in TABLE_COLUMNS) + "</tr>")
     for line in table.splitlines()[2:]:
         html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
-    html.append("</table></body></html>")
+    html.append("</table>")
+    in_table = False
+    for line in extra_md:
+        if line.startswith("| "):
+            if not in_table:
+                html.append("<table>")
+                in_table = True
+            html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
+            continue
+        if line.startswith("|---"):
+            continue
+        if in_table:
+            html.append("</table>")
+            in_table = False
+        if line.startswith("## "):
+            html.append(f"<h2>{line[3:]}</h2>")
+        elif line.startswith("!["):
+            png = line[line.index("](") + 2:-1]
+            with open(os.path.join(args.out, png), "rb") as f:
+                data = base64.b64encode(f.read()).decode()
+            html.append(f"<img src='data:image/png;base64,{data}'/>")
+        elif line:
+            html.append(f"<p>{line}</p>")
+    if in_table:
+        html.append("</table>")
+    html.append("</body></html>")
     with open(os.path.join(args.out, "report.html"), "w") as f:
         f.write("\n".join(html))
     print(os.path.join(args.out, "report.html"))
+
+
+# ---- calibration: validation section and extrapolation study -------------------------------------
+
+def load_validation(db_path):
+    """The latest `dionsim validate --db` run: (rows, summary) or None."""
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        run = con.execute("SELECT id FROM runs WHERE kind = 'validate' AND status = 'ok' ORDER BY id DESC LIMIT 1").fetchone()
+        if run is None:
+            return None
+        rows, summary = [], collections.OrderedDict()
+        for name, value, labels in con.execute(
+                "SELECT name, value, labels_json FROM metrics WHERE run_id = ? ORDER BY rowid", (run[0],)):
+            lab = json.loads(labels)
+            if name == "loo_error_pct":
+                rows.append(dict(lab, error_pct=value))
+            elif name in ("loo_mean_abs_error_pct", "loo_max_abs_error_pct"):
+                summary.setdefault(lab["metric"], {"count": lab["count"]})[name] = value
+        return rows, summary
+    finally:
+        con.close()
+
+
+def load_calibration(db_path):
+    """The newest stored calibration with a covariance, and a measured configuration of its GPU."""
+    con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        cal = None
+        for (body,) in con.execute("SELECT body_json FROM calibrations ORDER BY id DESC"):
+            doc = json.loads(body)
+            if doc.get("covariance") and "fwd_bwd_ms" in doc.get("parameters", {}):
+                cal = doc
+                break
+        if cal is None:
+            return None, None
+        config = None
+        for (cj,) in con.execute("SELECT config_json FROM runs WHERE mode = 'measured' ORDER BY id"):
+            c = json.loads(cj)
+            if "model" in c and "gpus_per_node" in c and str(c.get("hardware", "")).lower()[:4] == cal["hardware"].lower()[:4]:
+                config = c
+                break
+        return cal, config
+    finally:
+        con.close()
+
+
+def run_sweep(exe, cal, config, params, path, nics):
+    doc = {k: cal[k] for k in ("schema_version", "name", "hardware", "provenance")}
+    doc["parameters"] = {k: {"value": v, "stderr": 0.0, "units": cal["parameters"][k]["units"]} for k, v in params.items()}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    hardware = "h200" if "h200" in cal["hardware"].lower() else "h100-sxm"
+    rows = whatif_json(exe, [
+        "--model", config["model"], "--optimizer", config.get("optimizer", "nordion2").lower(),
+        "--ns", config.get("ns", "gram"), "--fraction", str(config.get("fraction", 0.25)),
+        "--gpus-per-node", str(config["gpus_per_node"]), "--hardware", hardware,
+        "--scope", "local,global,global_capped", "--nodes", "1..128", "--fabric", "h100-ndr400",
+        "--nic-GBps", ",".join(f"{n:g}" for n in nics), "--calibration", path])
+    return {(float(r["fabric"].split("@")[1]), r["scope"], r["nodes"]): (r["step_wall_ms"], r["opt_wall_ms"])
+            for r in rows}
+
+
+def extrapolate(exe, cal, config, out_dir, nics=(50.0, 100.0)):
+    """Predicted (step, opt) wall per (nic, scope, nodes) with the fitted parameters, and their standard
+    deviations from the calibration's covariance, propagated to first order (delta method):
+    var = g C g^T with g the central-difference gradient of the prediction over the parameters."""
+    import tempfile
+    names = cal["covariance"]["parameters"]
+    C = cal["covariance"]["matrix"]
+    fitted = {k: p["value"] for k, p in cal["parameters"].items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cal.json")
+        central = run_sweep(exe, cal, config, fitted, path, nics)
+        grads = []
+        for name in names:
+            v = fitted[name]
+            upper = 1.0 if "efficiency" in name else float("inf")
+            h = 1e-3 * max(abs(v), 1e-2)
+            hi, lo = min(upper, v + h), max(1e-6, v - h)
+            up = run_sweep(exe, cal, config, dict(fitted, **{name: hi}), path, nics)
+            dn = run_sweep(exe, cal, config, dict(fitted, **{name: lo}), path, nics)
+            grads.append({k: tuple((up[k][i] - dn[k][i]) / (hi - lo) for i in range(2)) for k in central})
+    out = {}
+    for k, (step, opt) in central.items():
+        sd = []
+        for i in range(2):
+            var = sum(grads[a][k][i] * C[a][b] * grads[b][k][i] for a in range(len(names)) for b in range(len(names)))
+            sd.append(math.sqrt(max(var, 0.0)))
+        out[k] = (step, opt, sd[0], sd[1])
+    return out
+
+
+def plot_extrapolation(plt, results, cal, config, path):
+    nics = sorted({k[0] for k in results})
+    fig, axes = plt.subplots(2, len(nics), figsize=(6.5 * len(nics), 8.5), squeeze=False)
+    eff = cal["parameters"].get("nic_efficiency", {}).get("value", 1.0)
+    table = []
+    for col, nic in enumerate(nics):
+        for row, label in enumerate(["step wall (ms)", "optimizer wall (ms)"]):
+            ax = axes[row][col]
+            for scope in SCOPES:
+                keys = sorted(k for k in results if k[0] == nic and k[1] == scope)
+                if not keys:
+                    continue
+                nodes = [k[2] for k in keys]
+                y = [results[k][row] for k in keys]
+                sd = [results[k][row + 2] for k in keys]
+                ax.plot(nodes, y, marker="o", ms=3, color=COLORS[scope], label=scope)
+                ax.fill_between(nodes, [a - b for a, b in zip(y, sd)], [a + b for a, b in zip(y, sd)],
+                                color=COLORS[scope], alpha=0.2)
+                if row == 0:
+                    table += [(nic, scope, k[2]) + results[k] for k in keys]
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel(f"nodes ({config['gpus_per_node']} GPUs each)")
+            ax.set_ylabel(label)
+            ax.set_title(f"NIC {nic:g} GB/s nominal per GPU (x {eff:.2f} fitted efficiency)", fontsize=10)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({config['model']}, {cal['hardware']}); "
+                 "band = +-1 sigma from the fit's covariance", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return table
+
+
+def calibration_sections(args, plt):
+    """Markdown lines and (png, title) pairs of the validation and extrapolation sections."""
+    md, pngs = [], []
+    validation = load_validation(args.db)
+    if validation:
+        rows, summary = validation
+        md += ["## Validation: leave one configuration out", "",
+               "Each measured configuration predicted by the step model fitted on all the others "
+               "(`dionsim validate`).", "",
+               "| configuration | metric | measured | predicted | error % |", "|---|---|---:|---:|---:|"]
+        md += [f"| {r['configuration']} | {r['metric']} | {r['measured']:g} | {r['predicted']:.4g} | "
+               f"{r['error_pct']:+.1f} |" for r in rows]
+        md += ["", "| metric | cells | mean abs error % | max abs error % |", "|---|---:|---:|---:|"]
+        md += [f"| {m} | {s['count']} | {s.get('loo_mean_abs_error_pct', float('nan')):.2f} | "
+               f"{s.get('loo_max_abs_error_pct', float('nan')):.2f} |" for m, s in summary.items()]
+        md.append("")
+    cal, config = load_calibration(args.db)
+    if cal and config and args.dionsim:
+        results = extrapolate(args.dionsim, cal, config, args.out)
+        png = "extrapolation.png"
+        table = plot_extrapolation(plt, results, cal, config, os.path.join(args.out, png))
+        title = "Extrapolation: step and optimizer wall vs nodes with the calibration's uncertainty"
+        pngs.append((png, title))
+        md += [f"## {title}", "", f"![{title}]({png})", "",
+               f"Calibration `{cal['name']}`; the model, GPUs per node, optimizer, NS and fraction of the first "
+               "measured run of its GPU in the database; `h100-ndr400` with the NIC bandwidth set to each value (times "
+               "the fitted `nic_efficiency`). +-1 sigma: the fit's covariance propagated to first order (gradient of "
+               "each prediction over the parameters by central differences).", "",
+               "| NIC GB/s | scope | nodes | step ms | +-1 sigma | opt ms | +-1 sigma |",
+               "|---:|---|---:|---:|---:|---:|---:|"]
+        md += [f"| {t[0]:g} | {t[1]} | {t[2]} | {t[3]:.1f} | {t[5]:.1f} | {t[4]:.2f} | {t[6]:.2f} |" for t in table]
+        md.append("")
+    return md, pngs
 
 
 # ---- validation against the seed's measured runs -------------------------------------------------
@@ -386,6 +577,7 @@ def main():
     r = sub.add_parser("report", help="tables and plots from a database")
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True)
+    r.add_argument("--dionsim", default="", help="the dionsim executable (for the extrapolation study)")
     v = sub.add_parser("validate", help="the seed validation table")
     v.add_argument("--dionsim", required=True)
     v.add_argument("--csv", required=True)

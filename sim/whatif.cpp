@@ -31,12 +31,29 @@ void check_axis(bool empty, const char* flag) {
   }
 }
 
+// The calibrated all-to-all: the fabric's time / efficiency + a fixed cost (WhatifConfig).
+class CalibratedAlltoallTimer final : public CollectiveTimer {
+ public:
+  CalibratedAlltoallTimer(const CollectiveTimer& inner, double efficiency, double latency_us)
+      : inner_(inner), efficiency_(efficiency), latency_ns_(std::llround(latency_us * 1e3)) {}
+  [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override {
+    const DurationNs t = inner_.time_ns(request);
+    if (request.kind != StepCollective::all_to_all) return t;
+    return static_cast<DurationNs>(std::llround(static_cast<double>(t) / efficiency_)) + latency_ns_;
+  }
+
+ private:
+  const CollectiveTimer& inner_;
+  double efficiency_;
+  DurationNs latency_ns_;
+};
+
 }  // namespace
 
 nlohmann::json to_json(const WhatifConfig& c) {
   const auto& f = c.fabric;
   const double nvlink = f.nvlink_GBps * f.nvlink_efficiency, nic = f.nic_GBps * f.nic_efficiency;
-  return {
+  nlohmann::json j = {
       {"model", c.model},
       {"optimizer", std::string(opt::to_string(c.optimizer))},
       {"ns", std::string(opt::to_string(c.ns))},
@@ -64,6 +81,13 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"tokens_per_gpu", c.tokens_per_gpu},
       {"host_launch_us", c.host_launch_us},
   };
+  // Only when calibrated, so that the hashes of earlier runs stay what they were.
+  if (c.alltoall_intra_efficiency != 1.0 || c.alltoall_inter_efficiency != 1.0 || c.alltoall_latency_us != 0.0) {
+    j["alltoall_intra_efficiency"] = c.alltoall_intra_efficiency;
+    j["alltoall_inter_efficiency"] = c.alltoall_inter_efficiency;
+    j["alltoall_latency_us"] = c.alltoall_latency_us;
+  }
+  return j;
 }
 
 std::vector<WhatifConfig> expand(const WhatifStudy& s) {
@@ -166,7 +190,17 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   r.config = config;
   r.plan = opt::make_plan(inventory, config.plan_config());
 
-  const FabricCollectiveTimer timer(config.fabric, config.nodes, config.gpus_per_node, config.alltoall_algbw_GBps);
+  const FabricCollectiveTimer fabric_timer(config.fabric, config.nodes, config.gpus_per_node,
+                                           config.alltoall_algbw_GBps);
+  const double a2a_efficiency = config.nodes > 1 ? config.alltoall_inter_efficiency : config.alltoall_intra_efficiency;
+  if (!(a2a_efficiency > 0.0 && a2a_efficiency <= 1.0) || !(config.alltoall_latency_us >= 0.0)) {
+    throw_bad_input("whatif", "all-to-all calibration",
+                    shortest(a2a_efficiency) + ", " + shortest(config.alltoall_latency_us) + " us",
+                    "an efficiency in (0, 1] and a latency >= 0");
+  }
+  const CalibratedAlltoallTimer calibrated(fabric_timer, config.alltoall_algbw_GBps ? 1.0 : a2a_efficiency,
+                                           config.alltoall_algbw_GBps ? 0.0 : config.alltoall_latency_us);
+  const CollectiveTimer& timer = calibrated;
   StepProgramOptions options;
   options.host_launch_us = config.host_launch_us;
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
@@ -275,8 +309,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
   study.fractions = parse_double_list(o.fractions, "--fraction");
   for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
-    study.capacity_factors.push_back(c == "auto" ? std::nullopt
-                                                 : std::optional(parse_double(c, "--capacity-factor")));
+    study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
   }
   study.nodes = parse_int_list(o.nodes, "--nodes");
   study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);

@@ -33,6 +33,12 @@ struct WhatifConfig {
   int nodes = 1;
   int gpus_per_node = 8;
   std::optional<double> alltoall_algbw_GBps;  // pin all-to-alls to a measured nccl-tests algbw
+  // Calibrated all-to-all (dionsim calibrate --measured): the fabric's time divided by an
+  // efficiency in (0, 1] (one for all-to-alls within a node, one for those across nodes) plus a
+  // fixed cost per all-to-all. Not applied to pinned all-to-alls. Defaults = the fabric as is.
+  double alltoall_intra_efficiency = 1.0;
+  double alltoall_inter_efficiency = 1.0;
+  double alltoall_latency_us = 0.0;
   std::string hardware;                       // GPU preset or calibration name (for output)
   std::string calibration;                    // calibration file ("" = none), for the record
   std::optional<double> fwd_bwd_ms;

@@ -1,11 +1,13 @@
 #include "sim/whatif_calibration.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "common/error.hpp"
+#include "sim/whatif.hpp"
 
 namespace dionsim::sim {
 
@@ -80,7 +82,8 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
   }
   if (doc.contains("overlap_slowdown_by_kernel")) {
     const auto& m = doc["overlap_slowdown_by_kernel"];
-    if (!m.is_object()) throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
+    if (!m.is_object())
+      throw_bad_input(where, "overlap_slowdown_by_kernel", m.dump(), "an object {kernel: factor >= 1}");
     for (const auto& [kernel, f] : m.items()) {
       if (!f.is_number() || !(f.get<double>() >= 1.0)) {
         throw_bad_input(where, "overlap_slowdown_by_kernel." + kernel, f.dump(), "a factor >= 1");
@@ -139,6 +142,25 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else if (key == "ns_gemm_isolated_overhead_us") {
       if (!(value >= 0.0)) throw_bad_input(name, key, std::to_string(value), "an overhead >= 0");
       cal.config.launch_gap_us_by_kernel["ns_gemm"] = value;
+    } else if (key.starts_with("hbm_efficiency.") && key.size() > 15) {
+      if (!(value > 0.0 && value <= 1.0)) throw_bad_input(name, key, std::to_string(value), "an efficiency in (0, 1]");
+      cal.config.hbm_efficiency_by_kernel[key.substr(15)] = value;
+    } else if (key == "fwd_bwd_ms" || key == "alltoall_latency_us" || key == "launch_gap_us") {
+      if (!(value >= 0.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a time >= 0");
+      if (key == "fwd_bwd_ms") cal.step.fwd_bwd_ms = value;
+      if (key == "alltoall_latency_us") cal.step.alltoall_latency_us = value;
+      if (key == "launch_gap_us") cal.config.hardware.launch_gap_us = value;
+    } else if (key == "ns_gemm_efficiency" || key == "non_gemm_hbm_efficiency" || key == "nic_efficiency" ||
+               key == "alltoall_intra_efficiency" || key == "alltoall_inter_efficiency") {
+      if (!(value > 0.0 && value <= 1.0)) throw_bad_input(name, key, std::to_string(value), "an efficiency in (0, 1]");
+      if (key == "ns_gemm_efficiency") cal.config.TFLOPs_by_kernel["ns_gemm"] = value * base.peak_bf16_TFLOPs;
+      if (key == "non_gemm_hbm_efficiency") {
+        cal.config.hbm_efficiency_by_kernel.emplace("ns_gemm", base.hbm_efficiency);
+        cal.config.hardware.hbm_efficiency = value;
+      }
+      if (key == "nic_efficiency") cal.step.nic_efficiency = value;
+      if (key == "alltoall_intra_efficiency") cal.step.alltoall_intra_efficiency = value;
+      if (key == "alltoall_inter_efficiency") cal.step.alltoall_inter_efficiency = value;
     } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") &&
                key.find("kernel") == std::string::npos) {
       const std::string world = key.substr(17, key.size() - 17 - 11);
@@ -159,6 +181,21 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     cal.unused_parameters.push_back(ovl->first);
   }
   return cal;
+}
+
+void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
+  if (step.fwd_bwd_ms && !config.fwd_bwd_ms && !config.mfu) config.fwd_bwd_ms = step.fwd_bwd_ms;
+  if (step.nic_efficiency) config.fabric.nic_efficiency = *step.nic_efficiency;
+  if (step.alltoall_intra_efficiency) config.alltoall_intra_efficiency = *step.alltoall_intra_efficiency;
+  if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
+  if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
+}
+
+void apply_step_calibration(const StepCalibration& step, WhatifStudy& study) {
+  apply_step_calibration(step, study.base);
+  if (step.nic_efficiency) {
+    for (auto& f : study.fabrics) f.nic_efficiency = *step.nic_efficiency;
+  }
 }
 
 }  // namespace dionsim::sim

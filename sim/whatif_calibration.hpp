@@ -18,12 +18,25 @@
 // KernelModel. Unknown keys are errors; every error names the file and the key.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/kernel_model.hpp"
 
 namespace dionsim::sim {
+
+struct WhatifConfig;
+struct WhatifStudy;
+
+// What a step-model calibration (`dionsim calibrate --measured CSV|--db`) sets beside the kernel
+// model: forward/backward compute, the NIC efficiency the FSDP rings and all-to-alls see, and the
+// all-to-all calibration of WhatifConfig. Absent = the preset / command line as is.
+struct StepCalibration {
+  std::optional<double> fwd_bwd_ms;
+  std::optional<double> nic_efficiency;
+  std::optional<double> alltoall_intra_efficiency, alltoall_inter_efficiency, alltoall_latency_us;
+};
 
 inline constexpr const char* kKernelCalibrationSchema = "dionsim.kernel-calibration/1";
 
@@ -33,7 +46,14 @@ struct KernelCalibration {
   MeasuredKernelTimes measured;
   std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;  // measured all-to-alls, by world size
   std::vector<std::string> unused_parameters;                   // of a `dionsim calibrate` file
+  StepCalibration step;
 };
+
+// Sets the fitted values on a configuration: the all-to-all calibration, the fabric's
+// nic_efficiency, and fwd_bwd_ms when the configuration has neither fwd_bwd_ms nor mfu.
+void apply_step_calibration(const StepCalibration& step, WhatifConfig& config);
+// The same for a study: its base and every fabric of the sweep.
+void apply_step_calibration(const StepCalibration& step, WhatifStudy& study);
 
 // `base` is the preset the file's overrides apply to (unless the file names its own "hardware").
 // Throws IoError (unreadable), InputError (bad JSON, wrong schema, unknown key, bad value).
@@ -48,6 +68,13 @@ struct KernelCalibration {
 //   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
 //   ns_gemm_overlapped_tflops (with the isolated one) -> overlap_slowdown_by_kernel["ns_gemm"],
 //   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
+// Step-model parameters (dionsim calibrate --measured CSV|--db; analysis/step_fit.hpp):
+//   fwd_bwd_ms -> step.fwd_bwd_ms, ns_gemm_efficiency (of peak) -> TFLOPs_by_kernel["ns_gemm"],
+//   non_gemm_hbm_efficiency -> hardware.hbm_efficiency (NS GEMM operands keep the preset's),
+//   hbm_efficiency.<class> -> hbm_efficiency_by_kernel[class],
+//   launch_gap_us -> hardware.launch_gap_us, nic_efficiency -> step.nic_efficiency,
+//   alltoall_{intra,inter}_efficiency, alltoall_latency_us -> step.
+// Efficiencies must lie in (0, 1], times be >= 0 (InputError naming the parameter).
 // Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
 // in unused_parameters.
 [[nodiscard]] KernelCalibration kernel_calibration_from_parameters(const std::string& name,

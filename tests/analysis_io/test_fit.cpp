@@ -226,11 +226,23 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
     edit(j);
     return input_error([&] { (void)calibration_from_json(j, "cal.json"); });
   };
-  CHECK(error_for([](json& j) { j["schema_version"] = 2; }) ==
-        "cal.json: schema_version: got '2', expected 1 (this dionsim reads calibration schema 1; re-run dionsim "
-        "calibrate)");
+  CHECK(error_for([](json& j) { j["schema_version"] = 3; }) ==
+        "cal.json: schema_version: got '3', expected 1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run "
+        "dionsim calibrate)");
+  CHECK(error_for([](json& j) { j["schema_version"] = 0; }) ==
+        "cal.json: schema_version: got '0', expected 1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run "
+        "dionsim calibrate)");
   CHECK(error_for([](json& j) { j.erase("schema_version"); }) ==
-        "cal.json: schema_version: got '(missing)', expected 1");
+        "cal.json: schema_version: got '(missing)', expected 2");
+  CHECK_THAT(error_for([](json& j) {
+               j["schema_version"] = 1;
+               j["covariance"] = json::object();
+             }),
+             Catch::StartsWith("cal.json: key: got 'covariance'"));  // schema 1 has no covariance
+  CHECK_THAT(error_for([](json& j) {
+               j["covariance"] = {{"parameters", {"nope"}}, {"matrix", {{1.0}}}};
+             }),
+             Catch::Contains("covariance: parameters: got '\"nope\"'"));
   CHECK_THAT(error_for([](json& j) { j["colour"] = "blue"; }),
              Catch::StartsWith("cal.json: key: got 'colour', expected one of"));
   CHECK_THAT(error_for([](json& j) { j["parameters"]["gemm_bf16_tflops"]["sigma"] = 1; }),
