@@ -16,7 +16,7 @@ int run_report(std::span<const std::string> args);
 int run_validate(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 8> table{{
+  static constexpr std::array<Subcommand, 9> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
@@ -24,8 +24,7 @@ std::span<const Subcommand> subcommands() {
       {"deferral", "simulate global_capped deferral with the real capped pack; recommend capacity_factor", run_deferral},
       {"measure", "run the CUDA+NCCL optimizer on this machine's GPUs and record measured timings", run_measure},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},
-      {"validate", "leave-one-configuration-out validation of the calibrated step model against measured runs",
-       run_validate},
+      {"validate", "leave-one-configuration-out: predicted vs measured, error per metric", run_validate},
       {"report", "render an HTML/Markdown report with plots from a results database", run_report},
   }};
   return table;
