@@ -1,8 +1,8 @@
 // Multi-step deferral under iid N(0,1) gradients against the PyTorch reference measured on two
 // H200s (issue 7): tests/deferral/data/reference_deferral_w2_iid.csv holds, per trial of 20 steps,
 // the reference's CAPPED_STATS (microsoft/dion jcl/dion-capped-pooled, Dion2 global_capped,
-// f = 0.25, ef_decay 0.95, world 2, FSDP2 row shards) summed over ranks: winner rows and deferred
-// rows of steps 0-9 and 10-19 (provenance: data/README.md, docs/deferral.md).
+// f = 0.25, ef_decay 0.95 and 0.5, world 2, FSDP2 row shards) summed over ranks: winner rows and
+// deferred rows of steps 0-9 and 10-19 (provenance: data/README.md, docs/deferral.md).
 //
 // The engine's gradients are another random stream, so the comparison is of distributions: the
 // mean per-trial deferred rows of K engine trials against the mean of the reference's T trials,
@@ -11,9 +11,11 @@
 // per-trial drift (deferred rows of steps 0-9 minus steps 10-19) checks the shape over the steps.
 // Winner rows are deterministic (k_tot per matrix per step) and must match exactly.
 //
-// That the bound can fail: two broken dynamics fall outside it (the [slow] case): no EF decay
-// (ef = 1, the engine's own knob) and "deferred winners are decayed too" (a mutant loop below that
-// differs from the engine's update in that one rule; with the right rule it passes the same bound).
+// That the bound can fail: at ef_decay 0.5 two broken dynamics fall outside it (the [slow] case):
+// no EF decay (ef = 1, the engine's own knob) and "deferred winners are decayed too" (a mutant loop
+// below that differs from the engine's update in that one rule; with the right rule it passes the
+// same bound). At ef_decay 0.95 neither is distinguishable in 20 steps (measured, docs/deferral.md):
+// the decay is too weak there to move deferral by more than a few percent.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -39,7 +41,7 @@ struct TrialCounts {
   std::int64_t winners = 0, first = 0, second = 0;  // deferred rows of steps 0-9 and 10-19
 };
 
-// key: "gpt-512x4/1.0" or "gpt-512x4/auto"
+// key: "gpt-512x4/0.95/1.0" or "gpt-512x4/0.95/auto" (model/ef/capacity_factor)
 std::map<std::string, std::vector<TrialCounts>> load_reference() {
   const std::string path = std::string(DIONSIM_SOURCE_DIR) + "/tests/deferral/data/reference_deferral_w2_iid.csv";
   std::ifstream in(path);
@@ -47,18 +49,19 @@ std::map<std::string, std::vector<TrialCounts>> load_reference() {
   std::map<std::string, std::vector<TrialCounts>> out;
   std::string line;
   std::getline(in, line);
-  REQUIRE(line == "model,capacity_factor,trial,winner_rows,deferred_rows_steps_0_9,deferred_rows_steps_10_19");
+  REQUIRE(line == "model,ef,capacity_factor,trial,winner_rows,deferred_rows_steps_0_9,deferred_rows_steps_10_19");
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     std::istringstream ss(line);
-    std::string model, c, trial, w, a, b;
+    std::string model, ef, c, trial, w, a, b;
     std::getline(ss, model, ',');
+    std::getline(ss, ef, ',');
     std::getline(ss, c, ',');
     std::getline(ss, trial, ',');
     std::getline(ss, w, ',');
     std::getline(ss, a, ',');
     std::getline(ss, b, ',');
-    out[model + "/" + c].push_back({std::stoll(w), std::stoll(a), std::stoll(b)});
+    out[model + "/" + ef + "/" + c].push_back({std::stoll(w), std::stoll(a), std::stoll(b)});
   }
   return out;
 }
@@ -128,8 +131,8 @@ DeferralConfig config(std::int64_t hidden, std::int64_t layers, std::optional<do
   return cfg;
 }
 
-std::string key(std::int64_t hidden, std::int64_t layers, std::optional<double> c) {
-  return "gpt-" + std::to_string(hidden) + "x" + std::to_string(layers) + "/" + (c ? "1.0" : "auto");
+std::string key(std::int64_t hidden, std::int64_t layers, const char* ef, std::optional<double> c) {
+  return "gpt-" + std::to_string(hidden) + "x" + std::to_string(layers) + "/" + ef + "/" + (c ? "1.0" : "auto");
 }
 
 // A second update loop on full fp32 rows, built from the optimizer's select_and_pack_capped: M += G,
@@ -191,44 +194,54 @@ std::vector<TrialCounts> loop_trials(const DeferralConfig& cfg, bool decay_defer
   return out;
 }
 
+void check_inside(const Verdict& v) {
+  CHECK(v.winners_equal);
+  CHECK(std::abs(v.z_total) <= 3.0);
+  CHECK(std::abs(v.z_drift) <= 3.0);
+}
+
 }  // namespace
 
-TEST_CASE("multi-step iid deferral matches the PyTorch reference on 2 GPUs: gpt-512x4, pinned and auto c",
+TEST_CASE("multi-step iid deferral matches the PyTorch reference on 2 GPUs: gpt-512x4 at pinned and auto c",
           "[deferral][gpu-reference]") {
   const auto ref = load_reference();
-  for (const std::optional<double> c : {std::optional<double>(1.0), std::optional<double>()}) {
-    const Verdict v = compare(ref.at(key(512, 4, c)), from_summary(run_deferral(config(512, 4, c, 3))));
-    CHECK(v.winners_equal);
-    CHECK(std::abs(v.z_total) <= 3.0);
-    CHECK(std::abs(v.z_drift) <= 3.0);
+  SECTION("ef_decay 0.95, c = 1") {
+    check_inside(compare(ref.at(key(512, 4, "0.95", 1.0)), from_summary(run_deferral(config(512, 4, 1.0, 3)))));
+  }
+  SECTION("ef_decay 0.95, auto c") {
+    check_inside(compare(ref.at(key(512, 4, "0.95", {})), from_summary(run_deferral(config(512, 4, {}, 3)))));
+  }
+  SECTION("ef_decay 0.5, c = 1") {
+    check_inside(compare(ref.at(key(512, 4, "0.5", 1.0)), from_summary(run_deferral(config(512, 4, 1.0, 3, 0.5)))));
   }
 }
 
-TEST_CASE("multi-step iid deferral matches the PyTorch reference on 2 GPUs: gpt-1024x2, pinned and auto c",
+TEST_CASE("multi-step iid deferral matches the PyTorch reference on 2 GPUs: gpt-1024x2 at pinned and auto c",
           "[deferral][gpu-reference][slow]") {
   const auto ref = load_reference();
-  for (const std::optional<double> c : {std::optional<double>(1.0), std::optional<double>()}) {
-    const Verdict v = compare(ref.at(key(1024, 2, c)), from_summary(run_deferral(config(1024, 2, c, 4))));
-    CHECK(v.winners_equal);
-    CHECK(std::abs(v.z_total) <= 3.0);
-    CHECK(std::abs(v.z_drift) <= 3.0);
+  SECTION("ef_decay 0.95, c = 1") {
+    check_inside(compare(ref.at(key(1024, 2, "0.95", 1.0)), from_summary(run_deferral(config(1024, 2, 1.0, 4)))));
+  }
+  SECTION("ef_decay 0.95, auto c") {
+    check_inside(compare(ref.at(key(1024, 2, "0.95", {})), from_summary(run_deferral(config(1024, 2, {}, 4)))));
+  }
+  SECTION("ef_decay 0.5, c = 1") {
+    check_inside(compare(ref.at(key(1024, 2, "0.5", 1.0)), from_summary(run_deferral(config(1024, 2, 1.0, 4, 0.5)))));
   }
 }
 
-TEST_CASE("broken dynamics fall outside the reference bound (gpt-512x4, c = 1)", "[deferral][gpu-reference][slow]") {
-  const auto ref = load_reference().at(key(512, 4, 1.0));
+TEST_CASE("broken dynamics fall outside the reference bound (gpt-512x4 at ef_decay 0.5 and c = 1)",
+          "[deferral][gpu-reference][slow]") {
+  const auto ref = load_reference().at(key(512, 4, "0.5", 1.0));
   SECTION("the second loop with the engine's rule (decay kept winners only) is inside the bound") {
-    const Verdict v = compare(ref, loop_trials(config(512, 4, 1.0, 3), false));
-    CHECK(v.winners_equal);
-    CHECK(std::abs(v.z_total) <= 3.0);
-    CHECK(std::abs(v.z_drift) <= 3.0);
+    check_inside(compare(ref, loop_trials(config(512, 4, 1.0, 3, 0.5), false)));
   }
   SECTION("no EF decay (ef = 1): outside") {
     const Verdict v = compare(ref, from_summary(run_deferral(config(512, 4, 1.0, 3, 1.0))));
     CHECK(std::max(std::abs(v.z_total), std::abs(v.z_drift)) > 3.0);
   }
   SECTION("deferred winners decayed too: outside") {
-    const Verdict v = compare(ref, loop_trials(config(512, 4, 1.0, 3), true));
+    const Verdict v = compare(ref, loop_trials(config(512, 4, 1.0, 3, 0.5), true));
     CHECK(std::max(std::abs(v.z_total), std::abs(v.z_drift)) > 3.0);
   }
 }
