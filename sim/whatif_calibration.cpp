@@ -46,6 +46,7 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
                                            "launch_gap_us",
                                            "gemm_efficiency_scale",
                                            "hbm_efficiency_by_kernel",
+                                           "overlap_slowdown_by_kernel",
                                            "kernel_times",
                                            "notes"};
   for (const auto& [key, value] : doc.items()) {

@@ -220,9 +220,11 @@ TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
       InputError);
   const auto cal = parse_kernel_calibration(
       R"({"schema": "dionsim.kernel-calibration/1", "gemm_efficiency_scale": 1.3, "hbm_efficiency": 0.7,
+          "overlap_slowdown_by_kernel": {"ns_gemm": 1.87},
           "kernel_times": [{"kernel": "pack", "size": 1e6, "time_us": 10}]})",
       "cal.json", base);
   CHECK(cal.config.gemm_efficiency_scale == 1.3);
+  CHECK(cal.config.overlap_slowdown_by_kernel.at("ns_gemm") == 1.87);
   CHECK(cal.config.hardware.hbm_efficiency == 0.7);
   CHECK(cal.measured.lookup("pack", 1e6) == 10'000);
 }
