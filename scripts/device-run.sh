@@ -5,6 +5,7 @@
 # measure.txt, measure.err and measure.db (the SQLite results store: every run below is recorded).
 set -uo pipefail
 carry=${1:-.carry}; out=${2:-$OUT}; mode=${3:-full}
+gpus=${GPUS:-2}   # GPUS=4 or 8 on the larger machines (issue 6)
 source "$carry/scripts/device-env.sh" "$carry"
 export DIONSIM_SHARED_DIR="$carry/shared"
 bin="$carry/bin"
@@ -14,13 +15,13 @@ tail -4 "$out/tests_gpu.log"
 [ "$mode" = tests ] && exit 0
 echo "== bench_kernels"; timeout 120 "$bin/bench_kernels" > "$out/bench_kernels.txt" 2>&1; echo "rc=$?"; cat "$out/bench_kernels.txt"
 echo "== collectives"
-{ timeout 60 "$bin/dionsim" measure --collective alltoall -b 1M -e 1G -f 2 --gpus 2 --db "$out/measure.db"
-  timeout 60 "$bin/dionsim" measure --collective allgather -b 1M -e 1G -f 2 --gpus 2 --db "$out/measure.db"; } > "$out/collectives.txt" 2>&1
+{ timeout 60 "$bin/dionsim" measure --collective alltoall -b 1M -e 1G -f 2 --gpus "$gpus" --db "$out/measure.db"
+  timeout 60 "$bin/dionsim" measure --collective allgather -b 1M -e 1G -f 2 --gpus "$gpus" --db "$out/measure.db"; } > "$out/collectives.txt" 2>&1
 cat "$out/collectives.txt"
 echo "== optimizer step"
 : > "$out/measure.jsonl"
 run() {  # optimizer scope fraction [extra...]
-  timeout 120 "$bin/dionsim" measure --model gpt-5120x8 --gpus 2 --optimizer "$1" --scope "$2" --fraction "$3" "${@:4}" --steps 10 --warmup 3 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"
+  timeout 120 "$bin/dionsim" measure --model gpt-5120x8 --gpus "$gpus" --optimizer "$1" --scope "$2" --fraction "$3" "${@:4}" --steps 10 --warmup 3 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"
   echo "rc=$? $*"
 }
 for opt in dion2 nordion2; do for scope in global local global_capped; do run $opt $scope 0.25; done; done
@@ -30,7 +31,7 @@ if [ "$mode" = full ]; then
   run dion2 local 0.25 --momentum-dtype bfloat16
   run nordion2 global 0.25 --momentum-dtype bfloat16
   for scope in global local global_capped; do run nordion2 $scope 0.5; done
-  timeout 120 "$bin/dionsim" measure --model seed-5120x8 --gpus 2 --optimizer nordion2 --scope global_capped --fraction 0.25 --steps 10 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "rc=$? seed"
+  timeout 120 "$bin/dionsim" measure --model seed-5120x8 --gpus "$gpus" --optimizer nordion2 --scope global_capped --fraction 0.25 --steps 10 --json --db "$out/measure.db" >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "rc=$? seed"
 fi
 echo "== one process per GPU (torchrun-style environment, NCCL id over TCP)"
 for r in 0 1; do
