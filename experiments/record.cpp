@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "analysis/step_fit.hpp"
 #include "common/error.hpp"
 #include "optimizer/plan_json.hpp"
 
@@ -130,6 +131,19 @@ nlohmann::json load_replay(opt::NormStream& stream) {
   const std::string where = stream.replay_path + (run_id ? " run " + std::to_string(run_id) : std::string());
   stream.replay = std::make_shared<const opt::ReplayStats>(opt::make_replay(stats, where));
   return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
+}
+
+void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
+                      const std::string& name, const std::vector<std::string>& sources, const std::string& out) {
+  if (db) {
+    db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", sources}}),
+              analysis::OnExisting::replace);
+    log(common, "stored calibration '" + name + "' in " + common.db);
+  }
+  if (!out.empty()) {
+    analysis::write_calibration(out, calibration);
+    log(common, "wrote calibration '" + name + "' to " + out);
+  }
 }
 
 }  // namespace dionsim::cli

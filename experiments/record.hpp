@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "analysis/fit_calibration.hpp"
 #include "analysis/store.hpp"
 #include "experiments/cli.hpp"
 #include "optimizer/deferral_stream.hpp"
@@ -66,5 +68,10 @@ void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, c
 // stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
 // identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
 nlohmann::json load_replay(opt::NormStream& stream);
+
+// calibrate: stores the calibration under `name` in db (when given; replacing one of that name)
+// and writes it to `out` (when not empty), logging each.
+void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
+                      const std::string& name, const std::vector<std::string>& sources, const std::string& out);
 
 }  // namespace dionsim::cli
