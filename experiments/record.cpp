@@ -6,6 +6,7 @@
 
 #include "analysis/step_fit.hpp"
 #include "common/error.hpp"
+#include "optimizer/deferral_json.hpp"
 #include "optimizer/plan_json.hpp"
 
 namespace dionsim::cli {
@@ -144,6 +145,45 @@ void save_calibration(const CommonOptions& common, analysis::Database* db, const
     analysis::write_calibration(out, calibration);
     log(common, "wrote calibration '" + name + "' to " + out);
   }
+}
+
+nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
+                                    const nlohmann::json& replayed) {
+  nlohmann::json config = opt::to_json(c, opt::DeferralSummary{});
+  config = {{"model", config["model"]}, {"optimizer", config["optimizer"]}, {"world", config["world"]},
+            {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
+            {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
+            {"seed", c.seed}};
+  if (!replayed.is_null()) config["replayed"] = replayed;
+  return config;
+}
+
+analysis::RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& result,
+                                    const opt::DeferralSummary& s, std::uint64_t seed) {
+  auto rec = analysis::RunRecord::begin("deferral", analysis::RunMode::simulated, config, seed);
+  for (const char* key : {"deferred_fraction", "deferred_fraction_step_p50", "deferred_fraction_step_p99",
+                          "deferred_fraction_step_max", "steps_with_deferral", "effective_applied_fraction",
+                          "nominal_fraction", "analytic_deferred_fraction", "winner_rows", "deferred_rows",
+                          "waits_censored", "waits_abandoned"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = ""});
+  }
+  for (const char* key : {"a2a_payload_bytes", "a2a_payload_bytes_c1", "extra_bytes_over_c1"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = "bytes"});
+  }
+  for (const auto& h : result.at("wait_histogram")) {
+    rec.metrics.push_back({.name = "wait_steps_count", .value = h.at("count").get<double>(), .unit = "",
+                           .labels = {{"steps", h.at("steps")}}});
+  }
+  for (std::size_t t = 0; t < s.counters.size(); ++t) {
+    for (std::size_t k = 0; k < s.counters[t].size(); ++k) {
+      for (std::size_t r = 0; r < s.counters[t][k].size(); ++r) {
+        const auto& c = s.counters[t][k][r];
+        rec.deferral.push_back({static_cast<std::int64_t>(t), static_cast<std::int64_t>(k),
+                                static_cast<std::int64_t>(r), c.winner_rows, c.deferred_rows});
+      }
+    }
+  }
+  return rec;
 }
 
 }  // namespace dionsim::cli

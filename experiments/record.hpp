@@ -18,6 +18,7 @@
 #include "analysis/fit_calibration.hpp"
 #include "analysis/store.hpp"
 #include "experiments/cli.hpp"
+#include "optimizer/deferral.hpp"
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/numerics_case.hpp"
@@ -73,5 +74,13 @@ nlohmann::json load_replay(opt::NormStream& stream);
 // and writes it to `out` (when not empty), logging each.
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
                       const std::string& name, const std::vector<std::string>& sources, const std::string& out);
+
+// deferral: the configuration a run is stored under (the study's fields, --mode as given, the seed,
+// and the replayed database's identity under replay:DB).
+[[nodiscard]] nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
+                                                  const nlohmann::json& replayed);
+// deferral: the JSON results as metrics, the per-rank counters as deferral rows.
+[[nodiscard]] analysis::RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& result,
+                                                  const opt::DeferralSummary& s, std::uint64_t seed);
 
 }  // namespace dionsim::cli
