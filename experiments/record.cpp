@@ -134,6 +134,16 @@ nlohmann::json load_replay(opt::NormStream& stream) {
   return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
 }
 
+void record_collective(Recorder& recorder, const nlohmann::json& run_config, const sim::CollectiveSpec& spec,
+                       const sim::CollectiveRow& row, const sim::CollectiveResult& r, int ranks, std::int64_t nodes) {
+  if (!recorder.enabled()) return;
+  auto record = recorder.begin(run_config);
+  record.collectives.push_back({.op = sim::to_string(spec.op), .bytes = row.bytes, .world = ranks, .nodes = nodes,
+                                .time_us = row.time_us, .algbw_GBps = row.algbw_GBps, .busbw_GBps = row.busbw_GBps});
+  record.metrics.push_back({.name = "messages", .value = static_cast<double>(r.messages), .unit = ""});
+  recorder.store(record);
+}
+
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
                       const std::string& name, const std::vector<std::string>& sources, const std::string& out) {
   if (db) {

@@ -23,6 +23,7 @@
 #include "optimizer/inventory.hpp"
 #include "optimizer/numerics_case.hpp"
 #include "optimizer/plan.hpp"
+#include "sim/collective_table.hpp"
 
 namespace dionsim::cli {
 
@@ -69,6 +70,11 @@ void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, c
 // stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
 // identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
 nlohmann::json load_replay(opt::NormStream& stream);
+
+// collective: one run per size (configuration with size_bytes): the collectives row and the message
+// count. No-op without --db.
+void record_collective(Recorder& recorder, const nlohmann::json& run_config, const sim::CollectiveSpec& spec,
+                       const sim::CollectiveRow& row, const sim::CollectiveResult& r, int ranks, std::int64_t nodes);
 
 // calibrate: stores the calibration under `name` in db (when given; replacing one of that name)
 // and writes it to `out` (when not empty), logging each.
