@@ -144,6 +144,54 @@ void record_collective(Recorder& recorder, const nlohmann::json& run_config, con
   recorder.store(record);
 }
 
+namespace {
+
+analysis::MetricRow metric_row(const std::string& name, double value, const std::string& unit) {
+  analysis::MetricRow row;
+  row.name = name;
+  row.value = value;
+  row.unit = unit;
+  return row;
+}
+
+}  // namespace
+
+void store_measure(const CommonOptions& common, nlohmann::json config, const nlohmann::json& out) {
+  if (common.db.empty()) return;
+  auto db = analysis::Database::open(common.db);
+  auto rec = analysis::RunRecord::begin("measure", analysis::RunMode::measured, std::move(config), common.seed);
+  if (out["mode"] == "collective") {
+    for (const auto& r : out["rows"])
+      rec.collectives.push_back({out["op"].get<std::string>(), r["bytes"].get<std::int64_t>(),
+                                 out["world"].get<std::int64_t>(), 1, r["time_us"].get<double>(),
+                                 r["algbw_GBps"].get<double>(), r["busbw_GBps"].get<double>()});
+  } else {
+    for (const auto& m : out["metrics"])
+      rec.metrics.push_back(
+          metric_row(m["metric"].get<std::string>(), m["value"].get<double>(), m["unit"].get<std::string>()));
+    std::int64_t step = 0;
+    for (const auto& ms : out["step_ms"]) {
+      auto row = metric_row("opt_step_ms", ms.get<double>(), "ms");
+      row.step = step++;
+      rec.metrics.push_back(row);
+    }
+    for (const auto& [k, ms] : out["kernels_ms"].items()) {
+      auto row = metric_row("kernel_ms", ms.get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"kernel_class", k}};
+      rec.metrics.push_back(row);
+    }
+    for (const auto& c : out["collectives"]) {
+      auto row = metric_row("collective_ms", c["ms"].get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"collective", c["name"]}, {"group", c["group"]}, {"bytes_sent", c["bytes_sent"]}};
+      rec.metrics.push_back(row);
+    }
+  }
+  const auto id = db.store(rec, common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+  log(common, "stored run " + std::to_string(id) + " in " + common.db);
+}
+
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
                       const std::string& name, const std::vector<std::string>& sources, const std::string& out) {
   if (db) {

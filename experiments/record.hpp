@@ -76,6 +76,11 @@ nlohmann::json load_replay(opt::NormStream& stream);
 void record_collective(Recorder& recorder, const nlohmann::json& run_config, const sim::CollectiveSpec& spec,
                        const sim::CollectiveRow& row, const sim::CollectiveResult& r, int ranks, std::int64_t nodes);
 
+// measure --db: stores one `measure` run (mode measured) of `out` (what --json prints): the
+// collective rows, or the step's metrics, per-step times, per kernel class and per collective
+// times; --force replaces a stored run of the same configuration. No-op without --db.
+void store_measure(const CommonOptions& common, nlohmann::json config, const nlohmann::json& out);
+
 // calibrate: stores the calibration under `name` in db (when given; replacing one of that name)
 // and writes it to `out` (when not empty), logging each.
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
