@@ -7,10 +7,10 @@
 // measured configurations) in the database.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "analysis/calibrate_io.hpp"
 #include "analysis/fit_calibration.hpp"
 #include "analysis/kineto.hpp"
 #include "analysis/measurements.hpp"
@@ -18,70 +18,16 @@
 #include "analysis/store.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 
 namespace dionsim::cli {
 
 namespace {
 
 using nlohmann::json;
-enum class InputKind { trace, measurements, anchors, nccl_tests };
+using analysis::InputKind;
 
-// By content first: gzip or JSON → trace; CSV by its first header column; nccl-tests by its banner.
-InputKind detect_kind(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot open for reading");
-  std::string head(1 << 16, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<std::size_t>(in.gcount()));
-  const auto first = head.find_first_not_of(" \t\r\n\xEF\xBB\xBF");
-  if (first == std::string::npos) throw_bad_input(path, "content", "(empty)", "a profiler trace or a measurement file");
-  if (static_cast<unsigned char>(head[0]) == 0x1f || head[first] == '{' || head[first] == '[') return InputKind::trace;
-  if (head.compare(first, 7, "source,") == 0) return InputKind::measurements;
-  if (head.compare(first, 5, "what,") == 0) return InputKind::anchors;
-  if (analysis::looks_like_nccl_tests(head)) return InputKind::nccl_tests;
-  // Named like a trace but not JSON: let the trace reader say what is wrong with it.
-  if (path.ends_with(".json") || path.ends_with(".json.gz")) return InputKind::trace;
-  throw_bad_input(path, "content", head.substr(first, 20),
-                  "a profiler trace (JSON, optionally gzipped), a measurement CSV (header 'source,run,…'), an anchor "
-                  "CSV (header 'what,world,…') or nccl-tests output");
-}
-
-void print_fit_table(const analysis::Calibration& c) {
-  std::printf("# calibration '%s' (%s)\n%-40s %14s %12s  %s\n", c.name.c_str(), c.hardware.c_str(), "parameter",
-              "value", "stderr", "units");
-  for (const auto& [name, p] : c.parameters) {
-    std::printf("%-40s %14.4f %12.4f  %s\n", name.c_str(), p.value, p.std_error, p.units.c_str());
-  }
-}
-
-// Human tables of what --dump-metrics extracted; `rows` are the JSON objects --json prints.
-void print_rows(const std::string& title, const json& rows, const std::vector<std::string>& columns) {
-  std::printf("# %s\n", title.c_str());
-  for (const auto& c : columns)
-    std::printf("%*s", static_cast<int>(std::max<std::size_t>(c.size(), 11) + 1), c.c_str());
-  std::printf("\n");
-  for (const auto& row : rows) {
-    for (const auto& c : columns) {
-      const int width = static_cast<int>(std::max<std::size_t>(c.size(), 11) + 1);
-      const json& v = row.at(c);
-      if (v.is_number_float())
-        std::printf("%*.3f", width, v.get<double>());
-      else if (v.is_number())
-        std::printf("%*lld", width, v.get<long long>());
-      else
-        std::printf("%*s", width, v.dump().c_str());
-    }
-    std::printf("\n");
-  }
-}
-
-void print_in_sample(const std::vector<analysis::PredictionRow>& rows) {
-  std::printf("# in-sample: whatif with the fitted parameters vs the measured runs\n%-56s %-22s %12s %12s %9s\n",
-              "configuration", "metric", "measured", "predicted", "error %");
-  for (const auto& r : rows)
-    std::printf("%-56s %-22s %12.4g %12.4g %+9.2f%s\n", r.configuration.c_str(), r.metric.c_str(), r.measured,
-                r.predicted, r.error_pct, r.fitted ? "" : "  (not fitted)");
-}
+void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 }  // namespace
 
@@ -117,7 +63,7 @@ int run_calibrate(std::span<const std::string> args) {
 
   // The step-model fit: a measurement CSV, or the database's measured runs.
   const bool from_db = measured.empty();
-  if (from_db || detect_kind(measured.front()) == InputKind::measurements) {
+  if (from_db || analysis::detect_input_kind(measured.front()) == InputKind::measurements) {
     if (!from_db && measured.size() > 1) throw_bad_usage("--measured", measured[1], "a single measurement CSV");
     const auto all = from_db ? analysis::measured_configurations_from_db(*db)
                              : analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
@@ -145,31 +91,24 @@ int run_calibrate(std::span<const std::string> args) {
     for (const auto& w : where) sources.push_back("where " + w);
     const auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
     const auto in_sample = analysis::compare_predictions(selected, fit.parameters);
-    if (db) {
-      if (!from_db)
-        for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
-      db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", sources}}),
-                analysis::OnExisting::replace);
-      log(common, "stored calibration '" + name + "' in " + common.db);
-    }
-    if (!out.empty()) {
-      analysis::write_calibration(out, calibration);
-      log(common, "wrote calibration '" + name + "' to " + out);
-    }
+    if (db && !from_db)
+      for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
+    save_calibration(common, db ? &*db : nullptr, calibration, name, sources, out);
     if (common.json) {
       json rows = json::array();
       for (const auto& r : in_sample) rows.push_back(analysis::to_json(r));
       print_json({{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}});
     } else {
-      print_fit_table(calibration);
-      print_in_sample(in_sample);
+      print(analysis::calibration_table(calibration));
+      print(analysis::in_sample_table(in_sample));
     }
     return 0;
   }
   if (!where.empty()) throw UsageError("calibrate: --where applies to a measurement CSV or --db only");
-  const InputKind kind = detect_kind(measured.front());
+  const InputKind kind = analysis::detect_input_kind(measured.front());
   for (const auto& file : measured) {
-    if (detect_kind(file) != kind) throw_bad_usage("--measured", file, "inputs of one kind (all traces or one file)");
+    if (analysis::detect_input_kind(file) != kind)
+      throw_bad_usage("--measured", file, "inputs of one kind (all traces or one file)");
   }
   if (kind != InputKind::trace && measured.size() > 1)
     throw_bad_usage("--measured", measured[1], "a single non-trace file");
@@ -182,16 +121,7 @@ int run_calibrate(std::span<const std::string> args) {
     std::vector<analysis::KinetoTrace> traces;
     for (const auto& file : measured) traces.push_back(analysis::read_kineto_trace(file));
     dumped = analysis::dump_metrics(traces);
-    if (dump && table) {
-      print_rows(
-          "per rank and step", dumped["per_rank"],
-          {"rank", "step", "opt_step_ms", "opt_cpu_span_ms", "opt_gpu_window_ms", "opt_gpu_ms", "opt_gpu_idle_pct",
-           "a2a_ms", "a2a_payload_bytes", "allgather_ms", "gemm_ms", "non_gemm_ms", "kernel_count"});
-      if (!dumped["across_ranks"].empty())
-        print_rows("across the ranks of each run", dumped["across_ranks"],
-                   {"run", "step", "ranks", "opt_step_ms_max", "a2a_transfer_ms", "a2a_wait_ms_max",
-                    "a2a_payload_bytes", "a2a_algbw_GBps"});
-    }
+    if (dump && table) print(analysis::trace_metrics_tables(dumped));
     if (!dump) calibration = analysis::calibration_from_traces(traces, name, measured, tool);
   } else if (kind == InputKind::nccl_tests) {
     const auto runs = analysis::read_nccl_tests_output(measured.front());
@@ -199,7 +129,8 @@ int run_calibrate(std::span<const std::string> args) {
       dumped.push_back(analysis::to_json(run));
       const std::string title =
           run.op + ", " + std::to_string(run.world) + " ranks on " + std::to_string(run.nodes) + " nodes";
-      if (dump && table) print_rows(title, dumped.back()["rows"], {"bytes", "time_us", "algbw_GBps", "busbw_GBps"});
+      if (dump && table)
+        print(analysis::json_rows_table(title, dumped.back()["rows"], {"bytes", "time_us", "algbw_GBps", "busbw_GBps"}));
     }
     if (!dump) calibration = analysis::calibration_from_nccl_tests(runs, name, measured.front(), tool);
   } else {
@@ -211,17 +142,9 @@ int run_calibrate(std::span<const std::string> args) {
     if (!table) print_json(dumped);
     return 0;
   }
-  if (db) {
-    db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", measured}}),
-              analysis::OnExisting::replace);
-    log(common, "stored calibration '" + name + "' in " + common.db);
-  }
-  if (!out.empty()) {
-    analysis::write_calibration(out, calibration);
-    log(common, "wrote calibration '" + name + "' to " + out);
-  }
+  save_calibration(common, db ? &*db : nullptr, calibration, name, measured, out);
   if (table)
-    print_fit_table(calibration);
+    print(analysis::calibration_table(calibration));
   else
     print_json(analysis::to_json(calibration));
   return 0;

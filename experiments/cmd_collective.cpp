@@ -1,6 +1,5 @@
 // dionsim collective: one collective on a simulated fabric, nccl-tests style.
 #include <fstream>
-#include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -9,6 +8,7 @@
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
+#include "sim/collective_table.hpp"
 #include "sim/collectives.hpp"
 #include "topologies/fabric_choice.hpp"
 
@@ -122,27 +122,12 @@ int run_collective(std::span<const std::string> args) {
     if (!dot.flush()) throw IoError(path + ": cannot write the GraphViz file");
   }
 
-  const nlohmann::json config = {
-      {"op", sim::to_string(spec.op)}, {"algorithm", sim::to_string(spec.algorithm)}, {"mode", mode_name},
-      {"nodes", nodes}, {"gpus_per_node", g}, {"ranks", topology.ranks()}, {"fabric", fabric.name},
-      {"nvlink_GBps", fabric.nvlink_GBps}, {"nvlink_latency_us", fabric.nvlink_latency_us},
-      {"nvlink_efficiency", fabric.nvlink_efficiency}, {"nic_GBps", fabric.nic_GBps},
-      {"nic_latency_us", fabric.nic_latency_us}, {"nic_efficiency", fabric.nic_efficiency},
-      {"layout", topo::to_string(fabric.layout)}, {"leaf_radix", fabric.leaf_radix},
-      {"oversubscription", fabric.oversubscription}};
+  const nlohmann::json config = sim::collective_config_json(spec, mode_name, nodes, g, topology, fabric);
   log(cmd.common(), "collective: " + config.dump());
   // --db: one run per size, so an interrupted sweep resumes at the first size not stored.
   Recorder recorder(cmd.common(), "collective");
   nlohmann::json rows = nlohmann::json::array();
-  const std::string type = "bf16";  // 2-byte elements: what Dion2's all-to-all moves
-  if (!cmd.common().json) {
-    std::cout << "#\n#  " << sim::to_string(spec.op) << " (" << sim::to_string(spec.algorithm) << "), " << nodes << " x " << g
-              << " = " << topology.ranks() << " ranks, fabric " << fabric.name << ", mode " << mode_name << "\n#\n"
-              << "#" << std::setw(14) << "size" << std::setw(13) << "count" << std::setw(7) << "type" << std::setw(7) << "redop"
-              << std::setw(6) << "root" << std::setw(11) << "time" << std::setw(9) << "algbw" << std::setw(9) << "busbw"
-              << "  #wrong\n#" << std::setw(14) << "(B)" << std::setw(13) << "(elements)" << std::setw(31) << "(us)"
-              << std::setw(9) << "(GB/s)" << std::setw(9) << "(GB/s)\n";
-  }
+  if (!cmd.common().json) std::cout << sim::collective_table_header(spec, mode_name, nodes, g, topology, fabric);
   for (const std::int64_t s : sizes) {
     spec.bytes = s;
     nlohmann::json run_config = config;
@@ -150,27 +135,12 @@ int run_collective(std::span<const std::string> args) {
     if (spec.op == sim::CollectiveOp::sendrecv) run_config.update({{"src", spec.src}, {"dst", spec.dst}});
     if (recorder.skip(run_config)) continue;
     const sim::CollectiveResult r = sim::simulate_collective(topology, spec, mode);
-    const double time_us = r.time.to_us();
-    const double algbw = time_us > 0 ? static_cast<double>(s) / (time_us * 1e-6) / 1e9 : 0.0;
-    const double busbw = algbw * sim::bus_factor(spec.op, topology.ranks());
-    const bool reduce = spec.op == sim::CollectiveOp::reducescatter;
-    if (recorder.enabled()) {
-      auto record = recorder.begin(run_config);
-      record.collectives.push_back({.op = sim::to_string(spec.op), .bytes = s, .world = topology.ranks(),
-                                    .nodes = nodes, .time_us = time_us, .algbw_GBps = algbw, .busbw_GBps = busbw});
-      record.metrics.push_back({.name = "messages", .value = static_cast<double>(r.messages), .unit = ""});
-      recorder.store(record);
-    }
-    if (cmd.common().json) {
-      nlohmann::json row = config;
-      row.update({{"size_bytes", s}, {"count", s / 2}, {"type", type}, {"time_us", time_us}, {"algbw_GBps", algbw},
-                  {"busbw_GBps", busbw}, {"used_symmetry", r.used_symmetry}, {"messages", r.messages}});
-      rows.push_back(row);
-    } else {
-      std::cout << std::setw(15) << s << std::setw(13) << s / 2 << std::setw(7) << type << std::setw(7)
-                << (reduce ? "sum" : "none") << std::setw(6) << -1 << std::fixed << std::setprecision(2) << std::setw(11)
-                << time_us << std::setw(9) << algbw << std::setw(9) << busbw << std::setw(8) << "N/A" << '\n';
-    }
+    const sim::CollectiveRow row = sim::collective_row(spec, r, topology.ranks());
+    record_collective(recorder, run_config, spec, row, r, topology.ranks(), nodes);
+    if (cmd.common().json)
+      rows.push_back(sim::collective_json_row(config, row, r));
+    else
+      std::cout << sim::collective_table_row(spec.op, row);
   }
   if (cmd.common().json) print_json(rows);
   return 0;

@@ -2,7 +2,6 @@
 // simulated with the optimizer's own capped selection and pooled pack over many steps of
 // momentum + error-feedback dynamics. Logic: optimizer/deferral.hpp.
 #include <cstdio>
-#include <iostream>
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -19,53 +18,6 @@
 #include "optimizer/deferral_json.hpp"
 
 namespace dionsim::cli {
-
-namespace {
-
-void print_header() {
-  std::printf("%6s %8s %-22s %-7s %12s %10s %10s %10s %7s %12s %9s %14s\n", "world", "c", "norms", "mode",
-              "deferred", "step_p50", "step_p99", "step_max", "any%", "analytic", "eff_frac", "extra_bytes");
-}
-
-void print_row(const opt::DeferralConfig& c, const opt::DeferralSummary& s) {
-  const std::string cf = c.capacity_factor ? std::to_string(*c.capacity_factor).substr(0, 6) : "auto";
-  std::printf("%6lld %8s %-22s %-7s %12.4e %10.3e %10.3e %10.3e %7.2f %12.4e %9.5f %14lld%s\n",
-              static_cast<long long>(c.world), cf.c_str(), c.stream.text.c_str(),
-              std::string(opt::to_string(s.mode)).c_str(), s.deferred_fraction, s.step_p50, s.step_p99, s.step_max,
-              100.0 * s.steps_with_deferral, s.analytic_deferred_fraction, s.effective_fraction,
-              static_cast<long long>(s.extra_bytes), s.packed_groups == 0 ? "  (no packed group: all routed)" : "");
-}
-
-// One run per configuration: the JSON results as metrics, the per-rank counters as deferral rows.
-void record(analysis::Database& db, const nlohmann::json& config, const nlohmann::json& result,
-            const opt::DeferralSummary& s, std::uint64_t seed, bool force) {
-  auto rec = analysis::RunRecord::begin("deferral", analysis::RunMode::simulated, config, seed);
-  for (const char* key : {"deferred_fraction", "deferred_fraction_step_p50", "deferred_fraction_step_p99",
-                          "deferred_fraction_step_max", "steps_with_deferral", "effective_applied_fraction",
-                          "nominal_fraction", "analytic_deferred_fraction", "winner_rows", "deferred_rows",
-                          "waits_censored", "waits_abandoned"}) {
-    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = ""});
-  }
-  for (const char* key : {"a2a_payload_bytes", "a2a_payload_bytes_c1", "extra_bytes_over_c1"}) {
-    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = "bytes"});
-  }
-  for (const auto& h : result.at("wait_histogram")) {
-    rec.metrics.push_back({.name = "wait_steps_count", .value = h.at("count").get<double>(), .unit = "",
-                           .labels = {{"steps", h.at("steps")}}});
-  }
-  for (std::size_t t = 0; t < s.counters.size(); ++t) {
-    for (std::size_t k = 0; k < s.counters[t].size(); ++k) {
-      for (std::size_t r = 0; r < s.counters[t][k].size(); ++r) {
-        const auto& c = s.counters[t][k][r];
-        rec.deferral.push_back({static_cast<std::int64_t>(t), static_cast<std::int64_t>(k), static_cast<std::int64_t>(r),
-                                c.winner_rows, c.deferred_rows});
-      }
-    }
-  }
-  db.store(rec, force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
-}
-
-}  // namespace
 
 int run_deferral(std::span<const std::string> args) {
   Command cmd("deferral", "--model M --world W[,W...] [--capacity-factor C[,C...]] [--norms STREAM] [--json]",
@@ -134,37 +86,28 @@ int run_deferral(std::span<const std::string> args) {
     db.emplace(analysis::Database::open(cmd.common().db));
   }
   nlohmann::json out = nlohmann::json::array();
-  if (!cmd.common().json && !recommend) print_header();
-  if (recommend && !cmd.common().json) {
-    std::printf("%6s %-22s %10s %12s %14s %6s\n", "world", "norms", "target", "c", "deferred", "extra_bytes");
-  }
+  if (!cmd.common().json) std::fputs((recommend ? opt::recommend_table_header() : opt::table_header()).c_str(), stdout);
   for (const auto& c : configs) {
     log(cmd.common(), "deferral: " + model + " world " + std::to_string(c.world) + " c " +
                           (c.capacity_factor ? std::to_string(*c.capacity_factor) : std::string("auto")));
     if (recommend) {
       const opt::Recommendation r = opt::recommend_capacity(c, target);
       out.push_back(opt::to_json(c, target, r));
-      if (!cmd.common().json) {
-        std::printf("%6lld %-22s %10.2e %12s %14.4e %14lld\n", static_cast<long long>(c.world), c.stream.text.c_str(),
-                    target, r.capacity_factor ? std::to_string(*r.capacity_factor).substr(0, 6).c_str() : "> 4",
-                    r.deferred_fraction, static_cast<long long>(r.extra_bytes));
-      }
+      if (!cmd.common().json) std::fputs(opt::recommend_table_row(c, target, r).c_str(), stdout);
       continue;
     }
-    nlohmann::json config = opt::to_json(c, opt::DeferralSummary{});
-    config = {{"model", config["model"]}, {"optimizer", config["optimizer"]}, {"world", config["world"]},
-              {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
-              {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
-              {"seed", c.seed}};
-    if (!replayed.is_null()) config["replayed"] = replayed;
+    const nlohmann::json config = deferral_config_json(c, mode, replayed);
     if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
       log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
       continue;
     }
     const opt::DeferralSummary s = opt::run_deferral(c);
     out.push_back(opt::to_json(c, s));
-    if (!cmd.common().json) print_row(c, s);
-    if (db) record(*db, config, out.back(), s, c.seed, cmd.common().force);
+    if (!cmd.common().json) std::fputs(opt::table_row(c, s).c_str(), stdout);
+    if (db) {
+      db->store(deferral_record(config, out.back(), s, c.seed),
+                cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+    }
   }
   if (cmd.common().json) print_json(out);
   return 0;

@@ -1,6 +1,7 @@
 // dionsim measure: the real optimizer step (or one collective, nccl-tests style) on this machine's
-// GPUs, timed with CUDA events. Logic: kernels/measure.hpp, kernels/collective_bench.hpp. Builds
-// without CUDA keep the options (so --help and usage errors behave the same) and exit 5.
+// GPUs, timed with CUDA events. Logic: kernels/measure.hpp, kernels/collective_bench.hpp; --db
+// recording: experiments/record.hpp. Builds without CUDA keep the options (so --help and usage
+// errors behave the same) and exit 5.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <span>
@@ -9,9 +10,9 @@
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "optimizer/plan.hpp"
 #ifdef DIONSIM_HAVE_CUDA
-#include "analysis/store.hpp"
 #include "kernels/collective_bench.hpp"
 #include "kernels/measure.hpp"
 #endif
@@ -20,50 +21,6 @@ namespace dionsim::cli {
 
 #ifdef DIONSIM_HAVE_CUDA
 namespace {
-
-analysis::MetricRow metric_row(const std::string& name, double value, const std::string& unit) {
-  analysis::MetricRow row;
-  row.name = name;
-  row.value = value;
-  row.unit = unit;
-  return row;
-}
-
-// --db: one `measure` run (mode measured) with the result rows; --force replaces a stored run of
-// the same configuration.
-void store(const Command& cmd, nlohmann::json config, const nlohmann::json& out) {
-  if (cmd.common().db.empty()) return;
-  auto db = analysis::Database::open(cmd.common().db);
-  auto rec = analysis::RunRecord::begin("measure", analysis::RunMode::measured, std::move(config), cmd.common().seed);
-  if (out["mode"] == "collective") {
-    for (const auto& r : out["rows"])
-      rec.collectives.push_back({out["op"].get<std::string>(), r["bytes"].get<std::int64_t>(), out["world"].get<std::int64_t>(), 1,
-                                 r["time_us"].get<double>(), r["algbw_GBps"].get<double>(), r["busbw_GBps"].get<double>()});
-  } else {
-    for (const auto& m : out["metrics"])
-      rec.metrics.push_back(metric_row(m["metric"].get<std::string>(), m["value"].get<double>(), m["unit"].get<std::string>()));
-    std::int64_t step = 0;
-    for (const auto& ms : out["step_ms"]) {
-      auto row = metric_row("opt_step_ms", ms.get<double>(), "ms");
-      row.step = step++;
-      rec.metrics.push_back(row);
-    }
-    for (const auto& [k, ms] : out["kernels_ms"].items()) {
-      auto row = metric_row("kernel_ms", ms.get<double>(), "ms");
-      row.rank = 0;
-      row.labels = {{"kernel_class", k}};
-      rec.metrics.push_back(row);
-    }
-    for (const auto& c : out["collectives"]) {
-      auto row = metric_row("collective_ms", c["ms"].get<double>(), "ms");
-      row.rank = 0;
-      row.labels = {{"collective", c["name"]}, {"group", c["group"]}, {"bytes_sent", c["bytes_sent"]}};
-      rec.metrics.push_back(row);
-    }
-  }
-  const auto id = db.store(rec, cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
-  log(cmd.common(), "stored run " + std::to_string(id) + " in " + cmd.common().db);
-}
 
 int measure_collective(const Command& cmd, const std::string& op, const std::string& b, const std::string& e,
                        std::int64_t factor, std::int64_t gpus, int iters, int warmup) {
@@ -91,34 +48,9 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
                   r.algbw_GBps, r.busbw_GBps, r.wrong);
   }
   if (cmd.common().json) print_json(out);
-  store(cmd, {{"mode", "collective"}, {"op", op}, {"world", n}, {"min_bytes", cfg.min_bytes}, {"max_bytes", cfg.max_bytes},
+  store_measure(cmd.common(), {{"mode", "collective"}, {"op", op}, {"world", n}, {"min_bytes", cfg.min_bytes}, {"max_bytes", cfg.max_bytes},
               {"factor", cfg.factor}, {"iters", cfg.iters}}, out);
   return 0;
-}
-
-nlohmann::json step_json(const kernels::MeasureConfig& c, const kernels::MeasureResult& r) {
-  double gemm = 0, other = 0, a2a = 0;
-  for (const auto& [k, ms] : r.kernel_ms) (k == "ns_gemm" ? gemm : other) += ms;
-  nlohmann::json colls = nlohmann::json::array();
-  for (const auto& x : r.collectives) {
-    if (x.name.rfind("a2a", 0) == 0) a2a += x.median_ms;
-    colls.push_back({{"name", x.name}, {"group", x.group}, {"bytes_sent", x.bytes_sent}, {"ms", x.median_ms},
-                     {"GBps", static_cast<double>(x.bytes_sent) / (x.median_ms * 1e6)}});
-  }
-  auto metric = [](const char* m, double v, const char* u) { return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}}; };
-  return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
-          {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
-          {"fraction", c.step.fraction}, {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
-          {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
-          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
-          {"collectives", colls},
-          {"metrics", {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),
-                       metric("non_gemm_ms", other, "ms"), metric("a2a_ms", a2a, "ms"),
-                       metric("a2a_payload_MB", static_cast<double>(r.a2a_payload_bytes) / 1e6, "MB"),
-                       metric("a2a_effective_GBps", a2a > 0 ? static_cast<double>(r.a2a_payload_bytes) / (a2a * 1e6) : 0.0, "GB/s"),
-                       metric("ns_tflops", gemm > 0 ? r.ns_flops_per_rank / (gemm * 1e9) : 0.0, "TFLOP/s"),
-                       metric("deferred_rows", static_cast<double>(r.deferred_rows), "rows"),
-                       metric("winner_rows", static_cast<double>(r.winner_rows), "rows")}}};
 }
 
 }  // namespace
@@ -191,10 +123,10 @@ int run_measure(std::span<const std::string> args) {
   log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
   const auto res = kernels::run_measure(cfg, comms);
   if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
-  const auto out = step_json(cfg, res);
+  const auto out = kernels::to_json(cfg, res);
   nlohmann::json config = out;
   for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
-  store(cmd, config, out);
+  store_measure(cmd.common(), config, out);
   if (cmd.common().json) {
     print_json(out);
     return 0;

@@ -1,16 +1,13 @@
 // dionsim whatif: a predicted training step (fwd/bwd + FSDP + the optimizer step of a scope) for
 // every configuration of a sweep. Logic: sim/whatif.hpp (configurations, runs), sim/step_program.hpp,
-// sim/kernel_model.hpp, sim/training_model.hpp; traces via analysis/perfetto.hpp.
-#include <filesystem>
-#include <fstream>
+// sim/kernel_model.hpp, sim/training_model.hpp; calibration, records and traces via analysis/whatif_io.hpp.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
-#include "analysis/fit_calibration.hpp"
-#include "analysis/perfetto.hpp"
 #include "analysis/store.hpp"
+#include "analysis/whatif_io.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "common/progress.hpp"
@@ -20,101 +17,6 @@
 #include "sim/whatif_trace.hpp"
 
 namespace dionsim::cli {
-
-namespace {
-
-void write_trace(const sim::WhatifResult& r, const std::string& dir, const std::string& ranks_spec) {
-  std::filesystem::create_directories(dir);
-  analysis::TraceWriter out(std::filesystem::path(dir) / sim::trace_file_name(r.config));
-  const auto events = sim::trace_events(r);
-  for (auto rank : sim::trace_ranks(ranks_spec, r.config.world())) {
-    const int pid = static_cast<int>(rank);
-    out.process_name(pid, "rank " + std::to_string(rank));
-    for (const auto& t : sim::trace_threads()) out.thread_name(pid, t.tid, t.name);
-    for (const auto& e : events) {
-      out.complete(pid, e.tid, e.name, e.category, analysis::TracePs::from_ns(e.start_ns),
-                   analysis::TracePs::from_ns(e.duration_ns), e.args);
-    }
-  }
-  out.close();
-}
-
-// The run as the database stores it: the configuration, every metric (unit from its name's
-// suffix), and rank 0's optimizer phases (all ranks alike under the plan's symmetry).
-analysis::RunRecord record_of(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed) {
-  auto rec = analysis::RunRecord::begin("whatif", analysis::RunMode::simulated, config, seed);
-  const auto metrics = sim::metrics_json(r);
-  for (const auto& [name, value] : metrics.items()) {
-    if (!value.is_number()) continue;
-    const std::string unit = name.ends_with("_ms")      ? "ms"
-                             : name.ends_with("_bytes") ? "bytes"
-                             : name.ends_with("_pct")   ? "pct"
-                                                        : "";
-    analysis::MetricRow m;
-    m.name = name;
-    m.value = value.get<double>();
-    m.unit = unit;
-    rec.metrics.push_back(std::move(m));
-  }
-  for (const auto& e : r.opt.events) {
-    const bool compute = e.stream == sim::StreamKind::compute;
-    analysis::PhaseRow p;  // rank 0, step 0
-    p.megabatch = e.task;
-    p.phase = e.name;
-    p.kernel_class = compute ? e.name : "nccl_" + e.name;
-    p.start_ns = e.start_ns;
-    p.duration_ns = e.duration_ns;
-    p.bytes = e.bytes;
-    p.flops = static_cast<std::int64_t>(e.flops);
-    rec.phases.push_back(std::move(p));
-  }
-  return rec;
-}
-
-// Measured bf16 GEMMs of this GPU in the database replace the compiled-in anchors.
-void use_db_gemms(const analysis::Database& db, sim::KernelCalibration& cal, const CommonOptions& common) {
-  std::string gpu = cal.config.hardware.name.substr(0, cal.config.hardware.name.find('-'));
-  for (auto& c : gpu) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  std::vector<sim::GemmAnchor> anchors;
-  for (const auto& label : {gpu, "NVIDIA " + gpu}) {
-    for (const auto& t : db.kernel_timings(label, "gemm", "bf16")) {
-      anchors.push_back(sim::gemm_anchor_from_timing(t.m, t.n, t.k, t.batch, t.time_us));
-    }
-  }
-  if (anchors.empty()) return;
-  cal.config.gemm_anchors = anchors;
-  cal.config.anchors_peak_TFLOPs = cal.config.hardware.peak_bf16_TFLOPs;
-  cal.name += "+db-gemms(" + std::to_string(anchors.size()) + ")";
-  log(common, common.db + ": GEMM efficiency from " + std::to_string(anchors.size()) + " measured " + gpu + " GEMMs");
-}
-
-// A `dionsim calibrate` file (schema_version) or a kernel calibration (schema); with --db, a name
-// that is not a file is looked up in the database's calibrations.
-sim::KernelCalibration load_calibration(const std::string& path, const sim::Hardware& hw, const CommonOptions& common,
-                                        const analysis::Database* db) {
-  if (db && !std::filesystem::exists(path)) {
-    if (const auto row = db->calibration(path)) {
-      const auto fitted = analysis::calibration_from_json(row->body, common.db + ": calibration '" + path + "'");
-      std::map<std::string, double> values;
-      for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
-      auto cal = sim::kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
-      for (const auto& name : cal.unused_parameters) log(common, path + ": " + name + " is not used by whatif");
-      return cal;
-    }
-  }
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open the calibration file");
-  const auto doc = nlohmann::json::parse(in, nullptr, false);
-  if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
-  const auto fitted = analysis::read_calibration(path);  // strict: other versions, unknown keys
-  std::map<std::string, double> values;
-  for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
-  auto cal = sim::kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
-  for (const auto& name : cal.unused_parameters) log(common, path + ": " + name + " is not used by whatif");
-  return cal;
-}
-
-}  // namespace
 
 int run_whatif(std::span<const std::string> args) {
   Command cmd("whatif",
@@ -159,13 +61,14 @@ int run_whatif(std::span<const std::string> args) {
   sim::KernelCalibration cal{hw.name, sim::default_kernel_model_config(hw), {}, {}, {}, {}};
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
-  if (!calibration.empty()) cal = load_calibration(calibration, hw, common, db ? &*db : nullptr);
+  const analysis::Note note = [&common](const std::string& line) { log(common, line); };
+  if (!calibration.empty()) cal = analysis::load_whatif_calibration(calibration, hw, db ? &*db : nullptr, common.db, note);
   if (cal.step.fwd_bwd_ms && !o.fwd_bwd_ms && !o.mfu) o.fwd_bwd_ms = cal.step.fwd_bwd_ms;
   auto study = sim::make_study(o);
   sim::apply_step_calibration(cal.step, study);
   auto& base = study.base;
   const auto inventory = opt::load_inventory(o.model);
-  if (db) use_db_gemms(*db, cal, common);
+  if (db) analysis::use_db_gemms(*db, cal, common.db, note);
   study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
   base.hardware = cal.config.hardware.name;
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
@@ -187,9 +90,9 @@ int run_whatif(std::span<const std::string> args) {
     }
     const auto result = sim::run_whatif(config, inventory, kernels);
     if (db)
-      db->store(record_of(result, config_json, common.seed),
+      db->store(analysis::whatif_record(result, config_json, common.seed),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
-    if (!trace_out.empty()) write_trace(result, trace_out, trace_ranks);
+    if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;
       row.update(sim::metrics_json(result));

@@ -4,7 +4,9 @@
 #include <fstream>
 #include <string_view>
 
+#include "analysis/step_fit.hpp"
 #include "common/error.hpp"
+#include "optimizer/deferral_json.hpp"
 #include "optimizer/plan_json.hpp"
 
 namespace dionsim::cli {
@@ -130,6 +132,116 @@ nlohmann::json load_replay(opt::NormStream& stream) {
   const std::string where = stream.replay_path + (run_id ? " run " + std::to_string(run_id) : std::string());
   stream.replay = std::make_shared<const opt::ReplayStats>(opt::make_replay(stats, where));
   return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
+}
+
+void record_collective(Recorder& recorder, const nlohmann::json& run_config, const sim::CollectiveSpec& spec,
+                       const sim::CollectiveRow& row, const sim::CollectiveResult& r, int ranks, std::int64_t nodes) {
+  if (!recorder.enabled()) return;
+  auto record = recorder.begin(run_config);
+  record.collectives.push_back({.op = sim::to_string(spec.op), .bytes = row.bytes, .world = ranks, .nodes = nodes,
+                                .time_us = row.time_us, .algbw_GBps = row.algbw_GBps, .busbw_GBps = row.busbw_GBps});
+  record.metrics.push_back({.name = "messages", .value = static_cast<double>(r.messages), .unit = ""});
+  recorder.store(record);
+}
+
+namespace {
+
+analysis::MetricRow metric_row(const std::string& name, double value, const std::string& unit) {
+  analysis::MetricRow row;
+  row.name = name;
+  row.value = value;
+  row.unit = unit;
+  return row;
+}
+
+}  // namespace
+
+void store_measure(const CommonOptions& common, nlohmann::json config, const nlohmann::json& out) {
+  if (common.db.empty()) return;
+  auto db = analysis::Database::open(common.db);
+  auto rec = analysis::RunRecord::begin("measure", analysis::RunMode::measured, std::move(config), common.seed);
+  if (out["mode"] == "collective") {
+    for (const auto& r : out["rows"])
+      rec.collectives.push_back({out["op"].get<std::string>(), r["bytes"].get<std::int64_t>(),
+                                 out["world"].get<std::int64_t>(), 1, r["time_us"].get<double>(),
+                                 r["algbw_GBps"].get<double>(), r["busbw_GBps"].get<double>()});
+  } else {
+    for (const auto& m : out["metrics"])
+      rec.metrics.push_back(
+          metric_row(m["metric"].get<std::string>(), m["value"].get<double>(), m["unit"].get<std::string>()));
+    std::int64_t step = 0;
+    for (const auto& ms : out["step_ms"]) {
+      auto row = metric_row("opt_step_ms", ms.get<double>(), "ms");
+      row.step = step++;
+      rec.metrics.push_back(row);
+    }
+    for (const auto& [k, ms] : out["kernels_ms"].items()) {
+      auto row = metric_row("kernel_ms", ms.get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"kernel_class", k}};
+      rec.metrics.push_back(row);
+    }
+    for (const auto& c : out["collectives"]) {
+      auto row = metric_row("collective_ms", c["ms"].get<double>(), "ms");
+      row.rank = 0;
+      row.labels = {{"collective", c["name"]}, {"group", c["group"]}, {"bytes_sent", c["bytes_sent"]}};
+      rec.metrics.push_back(row);
+    }
+  }
+  const auto id = db.store(rec, common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+  log(common, "stored run " + std::to_string(id) + " in " + common.db);
+}
+
+void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
+                      const std::string& name, const std::vector<std::string>& sources, const std::string& out) {
+  if (db) {
+    db->store(analysis::calibration_record(calibration, {{"name", name}, {"sources", sources}}),
+              analysis::OnExisting::replace);
+    log(common, "stored calibration '" + name + "' in " + common.db);
+  }
+  if (!out.empty()) {
+    analysis::write_calibration(out, calibration);
+    log(common, "wrote calibration '" + name + "' to " + out);
+  }
+}
+
+nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
+                                    const nlohmann::json& replayed) {
+  nlohmann::json config = opt::to_json(c, opt::DeferralSummary{});
+  config = {{"model", config["model"]}, {"optimizer", config["optimizer"]}, {"world", config["world"]},
+            {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
+            {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
+            {"seed", c.seed}};
+  if (!replayed.is_null()) config["replayed"] = replayed;
+  return config;
+}
+
+analysis::RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& result,
+                                    const opt::DeferralSummary& s, std::uint64_t seed) {
+  auto rec = analysis::RunRecord::begin("deferral", analysis::RunMode::simulated, config, seed);
+  for (const char* key : {"deferred_fraction", "deferred_fraction_step_p50", "deferred_fraction_step_p99",
+                          "deferred_fraction_step_max", "steps_with_deferral", "effective_applied_fraction",
+                          "nominal_fraction", "analytic_deferred_fraction", "winner_rows", "deferred_rows",
+                          "waits_censored", "waits_abandoned"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = ""});
+  }
+  for (const char* key : {"a2a_payload_bytes", "a2a_payload_bytes_c1", "extra_bytes_over_c1"}) {
+    rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = "bytes"});
+  }
+  for (const auto& h : result.at("wait_histogram")) {
+    rec.metrics.push_back({.name = "wait_steps_count", .value = h.at("count").get<double>(), .unit = "",
+                           .labels = {{"steps", h.at("steps")}}});
+  }
+  for (std::size_t t = 0; t < s.counters.size(); ++t) {
+    for (std::size_t k = 0; k < s.counters[t].size(); ++k) {
+      for (std::size_t r = 0; r < s.counters[t][k].size(); ++r) {
+        const auto& c = s.counters[t][k][r];
+        rec.deferral.push_back({static_cast<std::int64_t>(t), static_cast<std::int64_t>(k),
+                                static_cast<std::int64_t>(r), c.winner_rows, c.deferred_rows});
+      }
+    }
+  }
+  return rec;
 }
 
 }  // namespace dionsim::cli

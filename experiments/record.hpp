@@ -13,13 +13,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "analysis/fit_calibration.hpp"
 #include "analysis/store.hpp"
 #include "experiments/cli.hpp"
+#include "optimizer/deferral.hpp"
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/numerics_case.hpp"
 #include "optimizer/plan.hpp"
+#include "sim/collective_table.hpp"
 
 namespace dionsim::cli {
 
@@ -66,5 +70,28 @@ void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, c
 // stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
 // identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
 nlohmann::json load_replay(opt::NormStream& stream);
+
+// collective: one run per size (configuration with size_bytes): the collectives row and the message
+// count. No-op without --db.
+void record_collective(Recorder& recorder, const nlohmann::json& run_config, const sim::CollectiveSpec& spec,
+                       const sim::CollectiveRow& row, const sim::CollectiveResult& r, int ranks, std::int64_t nodes);
+
+// measure --db: stores one `measure` run (mode measured) of `out` (what --json prints): the
+// collective rows, or the step's metrics, per-step times, per kernel class and per collective
+// times; --force replaces a stored run of the same configuration. No-op without --db.
+void store_measure(const CommonOptions& common, nlohmann::json config, const nlohmann::json& out);
+
+// calibrate: stores the calibration under `name` in db (when given; replacing one of that name)
+// and writes it to `out` (when not empty), logging each.
+void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
+                      const std::string& name, const std::vector<std::string>& sources, const std::string& out);
+
+// deferral: the configuration a run is stored under (the study's fields, --mode as given, the seed,
+// and the replayed database's identity under replay:DB).
+[[nodiscard]] nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
+                                                  const nlohmann::json& replayed);
+// deferral: the JSON results as metrics, the per-rank counters as deferral rows.
+[[nodiscard]] analysis::RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& result,
+                                                  const opt::DeferralSummary& s, std::uint64_t seed);
 
 }  // namespace dionsim::cli

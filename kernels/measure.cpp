@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
+#include "optimizer/plan.hpp"
 
 namespace dionsim::kernels {
 
@@ -80,6 +81,35 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   std::sort(res.collectives.begin(), res.collectives.end(),
             [](const auto& a, const auto& b) { return a.group != b.group ? a.group < b.group : a.name < b.name; });
   return res;
+}
+
+nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
+  double gemm = 0, other = 0, a2a = 0;
+  for (const auto& [k, ms] : r.kernel_ms) (k == "ns_gemm" ? gemm : other) += ms;
+  nlohmann::json colls = nlohmann::json::array();
+  for (const auto& x : r.collectives) {
+    if (x.name.rfind("a2a", 0) == 0) a2a += x.median_ms;
+    colls.push_back({{"name", x.name}, {"group", x.group}, {"bytes_sent", x.bytes_sent}, {"ms", x.median_ms},
+                     {"GBps", static_cast<double>(x.bytes_sent) / (x.median_ms * 1e6)}});
+  }
+  auto metric = [](const char* m, double v, const char* u) {
+    return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}};
+  };
+  return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
+          {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
+          {"fraction", c.step.fraction},
+          {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
+          {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
+          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
+          {"collectives", colls},
+          {"metrics",
+           {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),
+            metric("non_gemm_ms", other, "ms"), metric("a2a_ms", a2a, "ms"),
+            metric("a2a_payload_MB", static_cast<double>(r.a2a_payload_bytes) / 1e6, "MB"),
+            metric("a2a_effective_GBps", a2a > 0 ? static_cast<double>(r.a2a_payload_bytes) / (a2a * 1e6) : 0.0, "GB/s"),
+            metric("ns_tflops", gemm > 0 ? r.ns_flops_per_rank / (gemm * 1e9) : 0.0, "TFLOP/s"),
+            metric("deferred_rows", static_cast<double>(r.deferred_rows), "rows"),
+            metric("winner_rows", static_cast<double>(r.winner_rows), "rows")}}};
 }
 
 }  // namespace dionsim::kernels

@@ -6,6 +6,7 @@
 // the collective bytes (= the plan's) and the CAPPED_STATS deferral counters.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -52,5 +53,9 @@ std::vector<Communicator> make_communicators(int gpus);
 
 // Validates (UsageError) and runs over `comms` (cfg.step.world must equal their world size).
 MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms);
+
+// `dionsim measure --json` (step mode): the configuration, the device, per-step times, per kernel
+// class and per collective times, and the summary metrics ({"metric", "value", "unit"} objects).
+[[nodiscard]] nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r);
 
 }  // namespace dionsim::kernels

@@ -1,5 +1,8 @@
 #include "optimizer/deferral_json.hpp"
 
+#include <cstdarg>
+#include <cstdio>
+
 namespace dionsim::opt {
 
 namespace {
@@ -61,6 +64,47 @@ nlohmann::json to_json(const DeferralConfig& c, double target, const Recommendat
   j["extra_bytes_over_c1"] = r.extra_bytes;
   j["evaluations"] = r.evaluations;
   return j;
+}
+
+namespace {
+
+std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list copy;
+  va_copy(copy, args);
+  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
+  va_end(copy);
+  std::string out(static_cast<std::size_t>(n), '\0');
+  std::vsnprintf(out.data(), out.size() + 1, fmt, args);
+  va_end(args);
+  return out;
+}
+
+}  // namespace
+
+std::string table_header() {
+  return format("%6s %8s %-22s %-7s %12s %10s %10s %10s %7s %12s %9s %14s\n", "world", "c", "norms", "mode",
+                "deferred", "step_p50", "step_p99", "step_max", "any%", "analytic", "eff_frac", "extra_bytes");
+}
+
+std::string table_row(const DeferralConfig& c, const DeferralSummary& s) {
+  const std::string cf = c.capacity_factor ? std::to_string(*c.capacity_factor).substr(0, 6) : "auto";
+  return format("%6lld %8s %-22s %-7s %12.4e %10.3e %10.3e %10.3e %7.2f %12.4e %9.5f %14lld%s\n",
+                static_cast<long long>(c.world), cf.c_str(), c.stream.text.c_str(),
+                std::string(to_string(s.mode)).c_str(), s.deferred_fraction, s.step_p50, s.step_p99, s.step_max,
+                100.0 * s.steps_with_deferral, s.analytic_deferred_fraction, s.effective_fraction,
+                static_cast<long long>(s.extra_bytes), s.packed_groups == 0 ? "  (no packed group: all routed)" : "");
+}
+
+std::string recommend_table_header() {
+  return format("%6s %-22s %10s %12s %14s %6s\n", "world", "norms", "target", "c", "deferred", "extra_bytes");
+}
+
+std::string recommend_table_row(const DeferralConfig& c, double target, const Recommendation& r) {
+  return format("%6lld %-22s %10.2e %12s %14.4e %14lld\n", static_cast<long long>(c.world), c.stream.text.c_str(),
+                target, r.capacity_factor ? std::to_string(*r.capacity_factor).substr(0, 6).c_str() : "> 4",
+                r.deferred_fraction, static_cast<long long>(r.extra_bytes));
 }
 
 }  // namespace dionsim::opt
