@@ -7,25 +7,9 @@
 
 #include "analysis/measurements.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 
 namespace dionsim::analysis {
-
-namespace {
-
-std::string format(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
-  va_end(copy);
-  std::string out(static_cast<std::size_t>(n), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, fmt, args);
-  va_end(args);
-  return out;
-}
-
-}  // namespace
 
 InputKind detect_input_kind(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

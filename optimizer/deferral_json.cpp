@@ -1,4 +1,5 @@
 #include "optimizer/deferral_json.hpp"
+#include "common/format.hpp"
 
 #include <cstdarg>
 #include <cstdio>
@@ -65,23 +66,6 @@ nlohmann::json to_json(const DeferralConfig& c, double target, const Recommendat
   j["evaluations"] = r.evaluations;
   return j;
 }
-
-namespace {
-
-std::string format(const char* fmt, ...) {
-  va_list args;
-  va_start(args, fmt);
-  va_list copy;
-  va_copy(copy, args);
-  const int n = std::vsnprintf(nullptr, 0, fmt, copy);
-  va_end(copy);
-  std::string out(static_cast<std::size_t>(n), '\0');
-  std::vsnprintf(out.data(), out.size() + 1, fmt, args);
-  va_end(args);
-  return out;
-}
-
-}  // namespace
 
 std::string table_header() {
   return format("%6s %8s %-22s %-7s %12s %10s %10s %10s %7s %12s %9s %14s\n", "world", "c", "norms", "mode",
