@@ -1,7 +1,6 @@
 #include "analysis/calibrate_io.hpp"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 #include <fstream>
 

@@ -1,8 +1,6 @@
 #include "optimizer/deferral_json.hpp"
-#include "common/format.hpp"
 
-#include <cstdarg>
-#include <cstdio>
+#include "common/format.hpp"
 
 namespace dionsim::opt {
 
