@@ -37,11 +37,11 @@ Connection& Connection::operator=(Connection&& other) noexcept {
   return *this;
 }
 
-void Connection::fail(std::string_view what, int rc) const {
-  std::string message = path_;
-  message.append(": ").append(what).append(": ");
-  const char* detail = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
-  message.append(detail != nullptr ? detail : "unknown SQLite error");
+namespace {
+
+// Appends what a damaged or busy database means for the user and throws the matching error:
+// BusyError (callers may retry) for BUSY/LOCKED, IoError otherwise.
+[[noreturn]] void throw_classified(std::string message, int rc) {
   const int primary = rc & 0xff;
   if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
     message.append(" (the file is damaged or not a database; expected an intact dionsim results database)");
@@ -52,6 +52,16 @@ void Connection::fail(std::string_view what, int rc) const {
   throw IoError(message);
 }
 
+}  // namespace
+
+void Connection::fail(std::string_view what, int rc) const {
+  std::string message = path_;
+  message.append(": ").append(what).append(": ");
+  const char* detail = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+  message.append(detail != nullptr ? detail : "unknown SQLite error");
+  throw_classified(std::move(message), rc);
+}
+
 void Connection::exec(std::string_view sql) const {
   const std::string text(sql);
   char* error = nullptr;
@@ -59,15 +69,7 @@ void Connection::exec(std::string_view sql) const {
   if (rc != SQLITE_OK) {
     std::string detail = error != nullptr ? error : sqlite3_errstr(rc);
     sqlite3_free(error);
-    std::string message = path_ + ": " + detail + " (in: " + text.substr(0, 80) + ")";
-    const int primary = rc & 0xff;
-    if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB) {
-      message.append(" (the file is damaged or not a database; expected an intact dionsim results database)");
-    } else if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) {
-      message.append(" (another process held the database longer than the busy timeout)");
-      throw BusyError(message);
-    }
-    throw IoError(message);
+    throw_classified(path_ + ": " + detail + " (in: " + text.substr(0, 80) + ")", rc);
   }
 }
 
