@@ -180,6 +180,7 @@ const std::vector<StepMetric>& step_metrics() {
       {"opt_step_ms", "opt_wall_ms", true},
       {"a2a_ms", "a2a_ms", true},
       {"ns_gemm_ms", "ns_gemm_ms", true},
+      {"opt_window_gemm_ms", "ns_gemm_ms", true},
       {"non_gemm_ms", "non_gemm_ms", true},
       {"opt_gpu_ms", "opt_gpu_ms", true},
       {"opt_gpu_idle_pct", "opt_gpu_idle_pct", false},
@@ -327,6 +328,8 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   params.push_back({"alltoall_intra_efficiency", "", 0.01, 1.0, 0.7, {}});
   params.push_back({"alltoall_inter_efficiency", "", 0.01, 1.0, 0.7, {}});
   params.push_back({"alltoall_latency_us", "us", 0.0, 5000.0, 20.0, {}});
+  params.push_back({"rank_skew_ms", "ms", 0.0, 100.0, 0.5, {}});
+  params.push_back({"ns_gemm_overlap_slowdown", "", 1.0, 4.0, 1.2, {}});
 
   auto theta_of = [&](const std::vector<Param>& ps) {
     Eigen::VectorXd t(static_cast<Eigen::Index>(ps.size()));
@@ -387,6 +390,7 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
       t[j] = std::clamp(t[j], params[static_cast<std::size_t>(j)].lower, params[static_cast<std::size_t>(j)].upper);
     return t;
   };
+  std::vector<double> history;
   for (fit.iterations = 0; fit.iterations < options.max_iterations; ++fit.iterations) {
     const Eigen::MatrixXd J = jacobian(params, theta);
     const Eigen::MatrixXd A = J.transpose() * J;
@@ -412,6 +416,10 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
       }
     }
     if (!accepted) fit.converged = true;  // no step lowers the cost: a (bounded) minimum
+    // A crawl along a nearly flat valley (weakly separated HBM groups) is a minimum for every
+    // practical purpose: less than 0.02 % of the cost gained over the last 10 iterations.
+    history.push_back(cost);
+    if (history.size() > 10 && history[history.size() - 11] - cost < 2e-4 * cost) fit.converged = true;
     if (fit.converged) break;
   }
 

@@ -81,6 +81,7 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"tokens_per_gpu", c.tokens_per_gpu},
       {"host_launch_us", c.host_launch_us},
   };
+  if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
   // Only when calibrated, so that the hashes of earlier runs stay what they were.
   if (c.alltoall_intra_efficiency != 1.0 || c.alltoall_inter_efficiency != 1.0 || c.alltoall_latency_us != 0.0) {
     j["alltoall_intra_efficiency"] = c.alltoall_intra_efficiency;
@@ -115,6 +116,9 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   }
   if (!(s.base.host_launch_us >= 0.0)) {
     throw_bad_usage("--host-launch-us", shortest(s.base.host_launch_us), "a number >= 0");
+  }
+  if (s.base.rank_skew_ms && !(*s.base.rank_skew_ms >= 0.0 && *s.base.rank_skew_ms <= 1e6)) {
+    throw_bad_usage("--rank-skew-ms", shortest(*s.base.rank_skew_ms), "a number in [0, 1e6] (ms)");
   }
   if (s.base.alltoall_algbw_GBps && !(*s.base.alltoall_algbw_GBps > 0.0)) {
     throw_bad_usage("--alltoall-algbw-GBps", shortest(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
@@ -152,6 +156,42 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
     }
   }
   return out;
+}
+
+DurationNs WhatifResult::a2a_seen_ns() const {
+  return opt.a2a_ns + (first_collective == StepCollective::all_to_all ? rank_wait_ns : 0);
+}
+
+DurationNs WhatifResult::allgather_seen_ns() const {
+  return opt.allgather_ns + (first_collective == StepCollective::all_gather ? rank_wait_ns : 0);
+}
+
+double WhatifResult::gpu_idle_seen_pct() const {
+  const DurationNs wall = opt_wall_seen_ns();
+  return wall > 0 ? 100.0 * static_cast<double>(wall - opt.gpu_busy_ns) / static_cast<double>(wall) : 0.0;
+}
+
+double expected_max_standard_normal(std::int64_t n) {
+  if (n < 1) throw_bad_input("expected_max_standard_normal", "n", std::to_string(n), "an integer >= 1");
+  if (n == 1) return 0.0;
+  // Simpson's rule on [-12, 12]: the integrand n·x·φ(x)·Φ(x)^(n−1) is smooth and below 1e-30
+  // outside for any n up to 1e12 (Φ(x)^(n−1) kills the left tail, φ the right).
+  const double nn = static_cast<double>(n);
+  auto f = [nn](double x) {
+    const double phi = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    return cdf <= 0.0 ? 0.0 : x * nn * phi * std::exp((nn - 1.0) * std::log(cdf));
+  };
+  constexpr int kIntervals = 4800;  // even
+  constexpr double a = -12.0, b = 12.0, h = (b - a) / kIntervals;
+  double sum = f(a) + f(b);
+  for (int i = 1; i < kIntervals; ++i) sum += f(a + i * h) * (i % 2 ? 4.0 : 2.0);
+  return sum * h / 3.0;
+}
+
+DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world) {
+  if (!(sigma_ms >= 0.0) || world <= 1) return 0;
+  return static_cast<DurationNs>(std::llround(sigma_ms * 1e6 * expected_max_standard_normal(world)));
 }
 
 double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std::int64_t world) {
@@ -222,7 +262,20 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
                                        fb.reducescatter_input_bytes / std::max<std::int64_t>(1, tc.world)});
   r.fwd_bwd = fwd_bwd(tc, fb.allgathers * ag + rs);
 
+  // The critical path is the slowest rank's; a measured rank that arrived earlier waits in the
+  // step's first collective (the one that starts first on the collective stream).
   r.step_wall_ns = r.fwd_bwd.wall_ns + r.opt.wall_ns;
+  const StepEvent* first = nullptr;
+  for (const auto& e : r.opt.events) {
+    if (e.stream == StreamKind::collective && (first == nullptr || e.start_ns < first->start_ns)) first = &e;
+  }
+  if (first != nullptr) {
+    const auto kind = r.plan.groups.at(static_cast<std::size_t>(first->task))
+                          .phases.at(static_cast<std::size_t>(first->phase))
+                          .collective.kind;
+    r.first_collective = kind == opt::CollectiveKind::all_to_all ? StepCollective::all_to_all : StepCollective::all_gather;
+    r.rank_wait_ns = expected_rank_wait_ns(config.rank_skew_ms.value_or(0.0), config.world());
+  }
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
   if (config.scope == opt::Scope::global_capped) {
@@ -240,15 +293,17 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
 nlohmann::json metrics_json(const WhatifResult& r) {
   return {
       {"step_wall_ms", ms(r.step_wall_ns)},
-      {"opt_wall_ms", ms(r.opt.wall_ns)},
+      {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
+      {"opt_critical_path_ms", ms(r.opt.wall_ns)},
+      {"rank_wait_ms", ms(r.rank_wait_ns)},
       {"opt_gpu_ms", ms(r.opt.gpu_busy_ns)},
-      {"opt_gpu_idle_pct", r.opt.gpu_idle_pct()},
+      {"opt_gpu_idle_pct", r.gpu_idle_seen_pct()},
       {"ns_gemm_ms", ms(r.opt.ns_gemm_ns)},
       {"non_gemm_ms", ms(r.opt.non_gemm_ns)},
-      {"a2a_ms", ms(r.opt.a2a_ns)},
+      {"a2a_ms", ms(r.a2a_seen_ns())},
       {"a2a_payload_bytes", r.plan.a2a_payload_bytes},
       {"norms_allgather_bytes", r.plan.norms_allgather_bytes},
-      {"norms_allgather_ms", ms(r.opt.allgather_ns)},
+      {"norms_allgather_ms", ms(r.allgather_seen_ns())},
       {"opt_exposed_comm_ms", ms(r.opt.exposed_comm_ns)},
       {"exposed_comm_ms", ms(r.exposed_comm_ns)},
       {"fwd_bwd_ms", ms(r.fwd_bwd.wall_ns)},
@@ -303,6 +358,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.gpus_per_node = o.gpus_per_node;
   base.tokens_per_gpu = o.tokens_per_gpu;
   base.host_launch_us = o.host_launch_us;
+  base.rank_skew_ms = o.rank_skew_ms;
   base.fwd_bwd_ms = o.fwd_bwd_ms;
   base.mfu = o.mfu;
   base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;
@@ -337,8 +393,8 @@ std::string table_row(const WhatifResult& r) {
   char buf[512];
   std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
-                static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt.wall_ns), ms(r.opt.gpu_busy_ns),
-                r.opt.gpu_idle_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.opt.a2a_ns),
+                static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt_wall_seen_ns()), ms(r.opt.gpu_busy_ns),
+                r.gpu_idle_seen_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.a2a_seen_ns()),
                 ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str());
   return buf;
 }

@@ -39,6 +39,13 @@ struct WhatifConfig {
   double alltoall_intra_efficiency = 1.0;
   double alltoall_inter_efficiency = 1.0;
   double alltoall_latency_us = 0.0;
+  // Spread (standard deviation, ms) of the ranks' arrival times at the optimizer step: ranks leave
+  // forward/backward at slightly different times (host jitter), and the first collective of the
+  // step — the first all-to-all for local and global, the norms all-gather for global_capped —
+  // holds every rank until the last one arrives. A collective kernel's measured time on a rank
+  // includes that wait (the shared 2 × H200 traces: 0.2 ms on the late rank, 14–18 ms on the early
+  // one). nullopt = all ranks arrive together. See expected_rank_wait_ns.
+  std::optional<double> rank_skew_ms;
   std::string hardware;                       // GPU preset or calibration name (for output)
   std::string calibration;                    // calibration file ("" = none), for the record
   std::optional<double> fwd_bwd_ms;
@@ -82,6 +89,16 @@ struct WhatifResult {
   double mfu_pct = 0.0;
   std::optional<double> deferral_pct;  // predicted (spec §4.12), packed global_capped groups only
   std::int64_t params = 0;
+  // The measured rank's expected wait in the step's first collective (config.rank_skew_ms), and
+  // that collective's kind. `opt` is the slowest rank's step (the critical path, which sets the
+  // step wall); a measured rank sees its first collective, and its optimizer window, longer by
+  // the wait. The *_seen_* helpers give those measured-rank figures.
+  DurationNs rank_wait_ns = 0;
+  std::optional<StepCollective> first_collective;
+  [[nodiscard]] DurationNs opt_wall_seen_ns() const { return opt.wall_ns + rank_wait_ns; }
+  [[nodiscard]] DurationNs a2a_seen_ns() const;
+  [[nodiscard]] DurationNs allgather_seen_ns() const;
+  [[nodiscard]] double gpu_idle_seen_pct() const;
 };
 
 // The metrics of a result as flat JSON (the --json keys, also stored in the DB).
@@ -111,6 +128,7 @@ struct WhatifOptions {
   std::optional<double> fwd_bwd_ms, mfu, alltoall_algbw_GBps;
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
+  std::optional<double> rank_skew_ms;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 
@@ -121,6 +139,15 @@ struct WhatifOptions {
 // Runs one configuration. The inventory must be the config's model.
 [[nodiscard]] WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory,
                                       const KernelModel& kernels);
+
+// Expected maximum of n independent standard normal variables (0 for n = 1): E[max] =
+// ∫ x·n·φ(x)·Φ(x)^(n−1) dx, integrated numerically (1e-9 absolute). 2 → 1/√π, 4 → 1.0294, 8 → 1.4236.
+// Throws InputError for n < 1.
+[[nodiscard]] double expected_max_standard_normal(std::int64_t n);
+// Expected wait of one rank in a collective that every rank enters with an arrival time drawn
+// independently from N(0, σ²): E[max over the world] − E[own arrival] = σ·E[max of `world` standard
+// normals]. 0 for world 1 or σ = 0.
+[[nodiscard]] DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world);
 
 // Expected deferred fraction of the winners of one packed group (spec §4.12: hypergeometric
 // winner scatter, normal approximation); 0 for other paths.

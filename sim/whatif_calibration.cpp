@@ -146,9 +146,14 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else if (key.starts_with("hbm_efficiency.") && key.size() > 15) {
       if (!(value > 0.0 && value <= 1.0)) throw_bad_input(name, key, std::to_string(value), "an efficiency in (0, 1]");
       cal.config.hbm_efficiency_by_kernel[key.substr(15)] = value;
-    } else if (key == "fwd_bwd_ms" || key == "alltoall_latency_us" || key == "launch_gap_us") {
+    } else if (key == "ns_gemm_overlap_slowdown") {
+      if (!(value >= 1.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a factor >= 1");
+      cal.config.overlap_slowdown_by_kernel["ns_gemm"] = value;
+    } else if (key == "fwd_bwd_ms" || key == "alltoall_latency_us" || key == "launch_gap_us" ||
+               key == "rank_skew_ms") {
       if (!(value >= 0.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a time >= 0");
       if (key == "fwd_bwd_ms") cal.step.fwd_bwd_ms = value;
+      if (key == "rank_skew_ms") cal.step.rank_skew_ms = value;
       if (key == "alltoall_latency_us") cal.step.alltoall_latency_us = value;
       if (key == "launch_gap_us") cal.config.hardware.launch_gap_us = value;
     } else if (key == "ns_gemm_efficiency" || key == "non_gemm_hbm_efficiency" || key == "nic_efficiency" ||
@@ -190,6 +195,7 @@ void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
   if (step.alltoall_intra_efficiency) config.alltoall_intra_efficiency = *step.alltoall_intra_efficiency;
   if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
   if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
+  if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
 }
 
 void apply_step_calibration(const StepCalibration& step, WhatifStudy& study) {

@@ -40,12 +40,19 @@ TEST_CASE("calibrated on the seed's 1-node and 2-node runs, whatif reproduces th
   REQUIRE(runs.size() == 5);  // 1 node: three scopes; 2 nodes: global, global_capped
   const auto fit = fit_step_model(runs);
   CHECK(fit.converged);
+  // The two effects the 1-node pair and the 2-node GEMM times need are found, at physical sizes.
+  CHECK(fit.parameters.at("rank_skew_ms") > 0.3);
+  CHECK(fit.parameters.at("rank_skew_ms") < 3.0);
+  CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") > 1.1);
+  CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") < 2.0);
   // Physical: every fitted parameter inside its bounds.
   for (const auto& [name, value] : fit.parameters) {
     INFO(name << " = " << value);
     if (name.find("efficiency") != std::string::npos) {
       CHECK(value > 0.0);
       CHECK(value <= 1.0);
+    } else if (name.find("slowdown") != std::string::npos) {
+      CHECK(value >= 1.0);
     } else {
       CHECK(value >= 0.0);
     }
@@ -56,17 +63,20 @@ TEST_CASE("calibrated on the seed's 1-node and 2-node runs, whatif reproduces th
     INFO(label);
     CHECK(std::abs(error_of(rows, label, "step_wall_ms")) <= 3.0);
     const std::string opt = c.config.nodes == 1 ? "opt_gpu_window_ms" : "opt_stream_window_ms";
-    CHECK(std::abs(error_of(rows, label, opt)) <= 10.0);
-    const bool same_bytes_pair = c.config.nodes == 1 && c.config.scope != "global";
-    if (!same_bytes_pair) {
-      CHECK(std::abs(error_of(rows, label, "a2a_ms")) <= 10.0);
+    if (c.config.nodes == 2 && c.config.scope == "global_capped") {
+      // Known limit (docs/calibration.md): the spec's schedule (one NCCL stream, AsyncRuntime
+      // order) puts group 1's forward all-to-all, its NS and its reverse all-to-all in series
+      // (~24 ms at the fitted times) where the measured window is 22.5 ms.
+      CHECK(std::abs(error_of(rows, label, opt)) <= 20.0);
+      CHECK(std::abs(error_of(rows, label, opt)) > 10.0);
     } else {
-      // Known limit (docs/calibration.md): 1-node local and capped send the same bytes in the
-      // same number of all-to-alls (655 vs 673 MB, 4 each) but were measured at 4.1 vs 2.9 ms; no
-      // bytes-based fabric model separates them, so the fit splits the difference.
-      CHECK(std::abs(error_of(rows, label, "a2a_ms")) <= 25.0);
-      CHECK(std::abs(error_of(rows, label, "a2a_ms")) > 10.0);
+      CHECK(std::abs(error_of(rows, label, opt)) <= 10.0);
     }
+    // Every all-to-all within 10 %, 1-node local and global_capped included: they move the same
+    // bytes (655 vs 673 MB) but local's first all-to-all also holds the ranks' arrival skew,
+    // which capped's norms all-gather absorbs (rank_skew_ms).
+    CHECK(std::abs(error_of(rows, label, "a2a_ms")) <= 10.0);
+    if (c.metrics.count("opt_window_gemm_ms")) CHECK(std::abs(error_of(rows, label, "opt_window_gemm_ms")) <= 10.0);
     CHECK(std::abs(error_of(rows, label, "a2a_payload_MB")) <= 0.2);  // the plan's bytes, not fitted
   }
 }
@@ -106,6 +116,8 @@ TEST_CASE("the fit recovers known parameters from measurements whatif itself pro
                                                   {"alltoall_intra_efficiency", 0.5},
                                                   {"alltoall_inter_efficiency", 0.45},
                                                   {"alltoall_latency_us", 80.0},
+                                                  {"rank_skew_ms", 0.8},
+                                                  {"ns_gemm_overlap_slowdown", 1.3},
                                                   {"launch_gap_us", 0.0}};
   // Fit once to learn the class groups, then set every HBM class to a known value per group.
   auto truth = truth_in;
@@ -126,6 +138,8 @@ TEST_CASE("the fit recovers known parameters from measurements whatif itself pro
     CHECK(fit.parameters.at(name) == Approx(truth.at(name)).epsilon(0.02));
   }
   CHECK(fit.parameters.at("alltoall_latency_us") == Approx(80.0).margin(10.0));
+  CHECK(fit.parameters.at("rank_skew_ms") == Approx(0.8).epsilon(0.05));
+  CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") == Approx(1.3).epsilon(0.02));
 }
 
 TEST_CASE("selection: one key's values are alternatives, keys combine", "[step_fit]") {

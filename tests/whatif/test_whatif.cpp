@@ -1,6 +1,7 @@
 // Acceptance tests of issue 5 on the library: payloads equal the plan's, bandwidth monotonicity,
 // exposed communication vs bytes, traces that parse and nest, bad input before anything runs.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -258,4 +259,66 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
   CHECK_THROWS_AS(
       kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
       UsageError);
+}
+
+TEST_CASE("whatif: expected maximum of n standard normals", "[whatif][rank_skew]") {
+  CHECK(expected_max_standard_normal(1) == 0.0);
+  CHECK(expected_max_standard_normal(2) == Approx(1.0 / std::sqrt(M_PI)).epsilon(1e-9));  // closed form
+  CHECK(expected_max_standard_normal(3) == Approx(1.5 / std::sqrt(M_PI)).epsilon(1e-9));  // closed form
+  CHECK(expected_max_standard_normal(4) == Approx(1.029375373).epsilon(1e-8));  // numerical integration (independent)
+  CHECK(expected_max_standard_normal(8) == Approx(1.423600306).epsilon(1e-8));
+  CHECK(expected_max_standard_normal(100) == Approx(2.507593636).epsilon(1e-8));
+  // grows like sqrt(2 ln n), never decreasing
+  double last = 0.0;
+  for (std::int64_t n : {2, 16, 128, 1024, 8192, 65536}) {
+    const double e = expected_max_standard_normal(n);
+    CHECK(e > last);
+    CHECK(e < std::sqrt(2.0 * std::log(static_cast<double>(n))));
+    last = e;
+  }
+  CHECK_THROWS_AS(expected_max_standard_normal(0), InputError);
+  CHECK(expected_rank_wait_ns(2.0, 1) == 0);
+  CHECK(expected_rank_wait_ns(0.0, 64) == 0);
+  CHECK(expected_rank_wait_ns(1.0, 4) == std::llround(1e6 * expected_max_standard_normal(4)));
+}
+
+TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective, not on the critical path",
+          "[whatif][rank_skew]") {
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  auto study = seed_study();
+  study.nodes = {1, 4};
+  const auto plain = expand(study);
+  study.base.rank_skew_ms = 1.5;
+  const auto skewed = expand(study);
+  REQUIRE(plain.size() == skewed.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    const auto a = run_whatif(plain[i], inventory, model);
+    const auto b = run_whatif(skewed[i], inventory, model);
+    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    const DurationNs wait = expected_rank_wait_ns(1.5, b.config.world());
+    CHECK(a.rank_wait_ns == 0);
+    CHECK(b.rank_wait_ns == wait);
+    // The slowest rank's step is unchanged: step wall and critical path stay.
+    CHECK(b.step_wall_ns == a.step_wall_ns);
+    CHECK(b.opt.wall_ns == a.opt.wall_ns);
+    // The measured rank's optimizer window and first collective grow by the wait.
+    CHECK(b.opt_wall_seen_ns() == a.opt.wall_ns + wait);
+    const bool capped = b.config.scope == opt::Scope::global_capped;
+    REQUIRE(b.first_collective.has_value());
+    CHECK(*b.first_collective == (capped ? StepCollective::all_gather : StepCollective::all_to_all));
+    CHECK(b.a2a_seen_ns() == a.opt.a2a_ns + (capped ? 0 : wait));
+    CHECK(b.allgather_seen_ns() == a.opt.allgather_ns + (capped ? wait : 0));
+    const auto m = metrics_json(b);
+    CHECK(m["rank_wait_ms"].get<double>() == Approx(static_cast<double>(wait) * 1e-6));
+    CHECK(m["opt_wall_ms"].get<double>() == Approx(static_cast<double>(a.opt.wall_ns + wait) * 1e-6));
+    CHECK(m["opt_critical_path_ms"].get<double>() == Approx(static_cast<double>(a.opt.wall_ns) * 1e-6));
+    CHECK(m["opt_gpu_idle_pct"].get<double>() > metrics_json(a)["opt_gpu_idle_pct"].get<double>());
+    // The configuration's hash input names the skew only when it is set.
+    CHECK(to_json(b.config)["rank_skew_ms"] == 1.5);
+    CHECK_FALSE(to_json(a.config).contains("rank_skew_ms"));
+  }
+  auto bad = seed_study();
+  bad.base.rank_skew_ms = -1.0;
+  CHECK_THROWS_WITH(expand(bad), Catch::Contains("--rank-skew-ms"));
 }
