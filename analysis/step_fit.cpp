@@ -183,6 +183,7 @@ const std::vector<StepMetric>& step_metrics() {
       {"opt_window_gemm_ms", "ns_gemm_ms", true},
       {"non_gemm_ms", "non_gemm_ms", true},
       {"opt_gpu_ms", "opt_gpu_ms", true},
+      {"opt_cpu_span_ms", "opt_cpu_span_ms", true},
       {"opt_gpu_idle_pct", "opt_gpu_idle_pct", false},
       {"mfu_pct", "mfu_pct", false},
       {"a2a_payload_MB", "a2a_payload_MB", false},
@@ -330,6 +331,7 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   params.push_back({"alltoall_latency_us", "us", 0.0, 5000.0, 20.0, {}});
   params.push_back({"rank_skew_ms", "ms", 0.0, 100.0, 0.5, {}});
   params.push_back({"ns_gemm_overlap_slowdown", "", 1.0, 4.0, 1.2, {}});
+  params.push_back({"host_launch_us", "us", 0.0, 1000.0, 5.0, {}});
 
   auto theta_of = [&](const std::vector<Param>& ps) {
     Eigen::VectorXd t(static_cast<Eigen::Index>(ps.size()));

@@ -49,6 +49,7 @@ int run_whatif(std::span<const std::string> args) {
       ("mfu", po::value<double>()->notifier(set(o.mfu)), "forward+backward MFU in (0, 1]: 6·params·tokens / (peak·mfu)")
       ("tokens-per-gpu", po::value(&o.tokens_per_gpu)->default_value(o.tokens_per_gpu), "tokens per GPU per step")
       ("host-launch-us", po::value(&o.host_launch_us)->default_value(0), "host cost per launch (0 = host runs ahead)")
+      ("host-ahead", po::bool_switch(&o.host_ahead), "the host issues while the GPU is busy: launches cost host time (opt_cpu_span_ms) but do not hold up the GPU")
       ("rank-skew-ms", po::value<double>()->notifier(set(o.rank_skew_ms)),
        "spread (std. dev., ms) of the ranks' arrival at the optimizer step: the measured rank waits "
        "sigma * E[max of world normals] in the step's first collective (default: a calibration's, else 0)")

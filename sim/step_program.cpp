@@ -101,16 +101,20 @@ DurationNs host_cost_ns(double host_launch_us, std::int64_t launches) {
   return std::llround(host_launch_us * 1e3 * static_cast<double>(launches));
 }
 
+// When the GPU may start an op the host issues at `host`: at once when the host runs ahead.
+DurationNs release_ns(const StepProgramOptions& options, DurationNs host) { return options.host_ahead ? 0 : host; }
+
 // Totals and exposure from the events (both schedulers fill `events` the same way).
-void summarize(OptimizerStepResult& r, DurationNs host_end) {
+void summarize(OptimizerStepResult& r, DurationNs host_end, const StepProgramOptions& options) {
   std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
-  DurationNs end = host_end;
+  DurationNs end = release_ns(options, host_end);
   for (const auto& e : r.events) {
     const DurationNs stop = e.start_ns + e.duration_ns;
     end = std::max(end, stop);
     if (e.duration_ns > 0) (e.stream == StreamKind::compute ? compute_iv : comm_iv).emplace_back(e.start_ns, stop);
   }
   r.wall_ns = end;
+  r.host_issue_ns = host_end;
   r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
 }
 
@@ -176,7 +180,7 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
       host += host_cost_ns(options.host_launch_us, k.launches);
       const DurationNs d = kernels.time_ns(query(group, k));
       comp.push_back({static_cast<double>(d), kernels.overlap_slowdown(k.kernel), first ? prev : -1,
-                      static_cast<double>(host),
+                      static_cast<double>(release_ns(options, host)),
                       {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches}});
       first = false;
     }
@@ -185,7 +189,8 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
     host += host_cost_ns(options.host_launch_us, 1);
     const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
     // FIFO on the one collective stream covers the task's previous collective.
-    comm.push_back({static_cast<double>(d), static_cast<std::int64_t>(comp.size()) - 1, static_cast<double>(host),
+    comm.push_back({static_cast<double>(d), static_cast<std::int64_t>(comp.size()) - 1,
+                    static_cast<double>(release_ns(options, host)),
                     {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
     last_collective[static_cast<std::size_t>(task)] = static_cast<std::int64_t>(comm.size()) - 1;
   }
@@ -246,7 +251,7 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
     for (std::size_t k = 0; k < phase.kernels.size(); ++k) r.events.push_back(comp[a++].event);
     if (phase.collective.kind != opt::CollectiveKind::none) r.events.push_back(comm[b++].event);
   }
-  summarize(r, host);
+  summarize(r, host, options);
   return r;
 }
 
@@ -278,7 +283,7 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
       std::vector<OpId> deps;
       if (first && prev >= 0) deps.push_back(static_cast<OpId>(prev));  // stream-wait on the collective
       first = false;
-      const OpId id = program.compute(0, SimTime::ns(d), k.kernel, deps, SimTime::ns(host));
+      const OpId id = program.compute(0, SimTime::ns(d), k.kernel, deps, SimTime::ns(release_ns(options, host)));
       last_compute = id;
       pending.push_back(
           {id,
@@ -295,7 +300,8 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
     if (last_compute >= 0) deps.push_back(static_cast<OpId>(last_compute));
     if (prev >= 0) deps.push_back(static_cast<OpId>(prev));
     const OpId id =
-        program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps, SimTime::ns(host));
+        program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps,
+                                 SimTime::ns(release_ns(options, host)));
     last_collective[static_cast<std::size_t>(task)] = id;
     pending.push_back({id, {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
   }
@@ -311,7 +317,7 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
     }
     r.events.push_back(std::move(p.event));
   }
-  summarize(r, host);
+  summarize(r, host, options);
   return r;
 }
 
@@ -344,7 +350,7 @@ OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const Ke
                           k.kernel == "ns_gemm" ? group.ns_rows : 0,
                           k.kernel == "ns_gemm" ? group.ns_cols : 0};
       const DurationNs d = kernels.time_ns(q);
-      const DurationNs start = std::max(phase_end, host);
+      const DurationNs start = std::max(phase_end, release_ns(options, host));
       phase_end = start + d;
       compute_free = phase_end;
       r.gpu_busy_ns += d;
@@ -362,7 +368,7 @@ OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const Ke
     }
     host += host_cost_ns(options.host_launch_us, 1);
     const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
-    const DurationNs start = std::max({comm_free, phase_end, host});
+    const DurationNs start = std::max({comm_free, phase_end, release_ns(options, host)});
     comm_free = start + d;
     collective_done[static_cast<std::size_t>(task)] = comm_free;
     r.comm_ns += d;
@@ -380,7 +386,8 @@ OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const Ke
     }
     r.events.push_back({StreamKind::collective, c.name, task, phase_index, start, d, c.bytes_sent, 0.0, 1});
   }
-  r.wall_ns = std::max({compute_free, comm_free, host});
+  r.wall_ns = std::max({compute_free, comm_free, release_ns(options, host)});
+  r.host_issue_ns = host;
   r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
   return r;
 }

@@ -46,6 +46,9 @@ struct StepEvent {
 
 struct StepProgramOptions {
   double host_launch_us = 0.0;  // host time per launch (kernels and collectives); 0 = hidden
+  // The host issues the step while the GPU is still busy with earlier work (steady-state
+  // training): launches cost host time (host_issue_ns, the CPU span) but gate nothing on the GPU.
+  bool host_ahead = false;
   int max_concurrent_tasks = 3;
 };
 
@@ -58,6 +61,7 @@ struct OptimizerStepResult {
   DurationNs allgather_ns = 0;     // norms / DDP all-gathers
   DurationNs comm_ns = 0;          // collective stream busy
   DurationNs exposed_comm_ns = 0;  // a collective in flight while the compute stream idles
+  DurationNs host_issue_ns = 0;    // host time to issue the step (launches × host_launch_us); 0 = hidden
   std::int64_t a2a_bytes = 0;      // sent per rank (fwd + rev)
   std::int64_t allgather_bytes = 0;
   std::int64_t launches = 0;

@@ -82,6 +82,7 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"host_launch_us", c.host_launch_us},
   };
   if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
+  if (c.host_ahead) j["host_ahead"] = true;
   // Only when calibrated, so that the hashes of earlier runs stay what they were.
   if (c.alltoall_intra_efficiency != 1.0 || c.alltoall_inter_efficiency != 1.0 || c.alltoall_latency_us != 0.0) {
     j["alltoall_intra_efficiency"] = c.alltoall_intra_efficiency;
@@ -243,6 +244,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   const CollectiveTimer& timer = calibrated;
   StepProgramOptions options;
   options.host_launch_us = config.host_launch_us;
+  options.host_ahead = config.host_ahead;
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
 
   for (const auto& m : inventory.entries) {
@@ -295,6 +297,7 @@ nlohmann::json metrics_json(const WhatifResult& r) {
       {"step_wall_ms", ms(r.step_wall_ns)},
       {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
       {"opt_critical_path_ms", ms(r.opt.wall_ns)},
+      {"opt_cpu_span_ms", ms(r.opt.host_issue_ns)},
       {"rank_wait_ms", ms(r.rank_wait_ns)},
       {"opt_gpu_ms", ms(r.opt.gpu_busy_ns)},
       {"opt_gpu_idle_pct", r.gpu_idle_seen_pct()},
@@ -359,6 +362,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.tokens_per_gpu = o.tokens_per_gpu;
   base.host_launch_us = o.host_launch_us;
   base.rank_skew_ms = o.rank_skew_ms;
+  base.host_ahead = o.host_ahead;
   base.fwd_bwd_ms = o.fwd_bwd_ms;
   base.mfu = o.mfu;
   base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;

@@ -52,6 +52,10 @@ struct WhatifConfig {
   std::optional<double> mfu;
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
+  // The host issues the optimizer step while the GPU is still busy (steady-state training): the
+  // launches cost host time (reported as opt_cpu_span_ms) but do not hold up the GPU. A
+  // calibration's fitted host_launch_us applies this way; --host-launch-us alone blocks.
+  bool host_ahead = false;
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
   // The optimizer plan's configuration of this what-if (FSDP row shards, default dtypes).
   [[nodiscard]] opt::PlanConfig plan_config() const;
@@ -128,6 +132,7 @@ struct WhatifOptions {
   std::optional<double> fwd_bwd_ms, mfu, alltoall_algbw_GBps;
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
+  bool host_ahead = false;
   std::optional<double> rank_skew_ms;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);

@@ -150,10 +150,11 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
       if (!(value >= 1.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a factor >= 1");
       cal.config.overlap_slowdown_by_kernel["ns_gemm"] = value;
     } else if (key == "fwd_bwd_ms" || key == "alltoall_latency_us" || key == "launch_gap_us" ||
-               key == "rank_skew_ms") {
+               key == "rank_skew_ms" || key == "host_launch_us") {
       if (!(value >= 0.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a time >= 0");
       if (key == "fwd_bwd_ms") cal.step.fwd_bwd_ms = value;
       if (key == "rank_skew_ms") cal.step.rank_skew_ms = value;
+      if (key == "host_launch_us") cal.step.host_launch_us = value;
       if (key == "alltoall_latency_us") cal.step.alltoall_latency_us = value;
       if (key == "launch_gap_us") cal.config.hardware.launch_gap_us = value;
     } else if (key == "ns_gemm_efficiency" || key == "non_gemm_hbm_efficiency" || key == "nic_efficiency" ||
@@ -196,6 +197,10 @@ void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
   if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
   if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
   if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
+  if (step.host_launch_us && config.host_launch_us == 0.0) {
+    config.host_launch_us = *step.host_launch_us;
+    config.host_ahead = true;  // fitted on steady-state training steps: the host runs ahead
+  }
 }
 
 void apply_step_calibration(const StepCalibration& step, WhatifStudy& study) {

@@ -37,6 +37,7 @@ struct StepCalibration {
   std::optional<double> nic_efficiency;
   std::optional<double> alltoall_intra_efficiency, alltoall_inter_efficiency, alltoall_latency_us;
   std::optional<double> rank_skew_ms;  // WhatifConfig::rank_skew_ms unless the command line set it
+  std::optional<double> host_launch_us;  // WhatifConfig::host_launch_us unless the command line set it
 };
 
 inline constexpr const char* kKernelCalibrationSchema = "dionsim.kernel-calibration/1";
@@ -74,7 +75,7 @@ void apply_step_calibration(const StepCalibration& step, WhatifStudy& study);
 //   non_gemm_hbm_efficiency -> hardware.hbm_efficiency (NS GEMM operands keep the preset's),
 //   hbm_efficiency.<class> -> hbm_efficiency_by_kernel[class],
 //   launch_gap_us -> hardware.launch_gap_us, nic_efficiency -> step.nic_efficiency,
-//   alltoall_{intra,inter}_efficiency, alltoall_latency_us, rank_skew_ms -> step.
+//   alltoall_{intra,inter}_efficiency, alltoall_latency_us, rank_skew_ms, host_launch_us -> step.
 // Efficiencies must lie in (0, 1], times be >= 0 (InputError naming the parameter).
 // Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
 // in unused_parameters.

@@ -12,6 +12,7 @@
 #include "analysis/step_fit.hpp"
 #include "analysis/store.hpp"
 #include "common/error.hpp"
+#include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
 
 using namespace dionsim::analysis;
@@ -45,6 +46,8 @@ TEST_CASE("calibrated on the seed's 1-node and 2-node runs, whatif reproduces th
   CHECK(fit.parameters.at("rank_skew_ms") < 3.0);
   CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") > 1.1);
   CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") < 2.0);
+  CHECK(fit.parameters.at("host_launch_us") > 5.0);  // per plan (eager-op) launch; an eager torch op costs ~8 µs
+  CHECK(fit.parameters.at("host_launch_us") < 40.0);
   // Physical: every fitted parameter inside its bounds.
   for (const auto& [name, value] : fit.parameters) {
     INFO(name << " = " << value);
@@ -77,6 +80,8 @@ TEST_CASE("calibrated on the seed's 1-node and 2-node runs, whatif reproduces th
     // which capped's norms all-gather absorbs (rank_skew_ms).
     CHECK(std::abs(error_of(rows, label, "a2a_ms")) <= 10.0);
     if (c.metrics.count("opt_window_gemm_ms")) CHECK(std::abs(error_of(rows, label, "opt_window_gemm_ms")) <= 10.0);
+    // Host time of the step: the plan's launches at the fitted cost per launch.
+    CHECK(std::abs(error_of(rows, label, "opt_cpu_span_ms")) <= 10.0);
     CHECK(std::abs(error_of(rows, label, "a2a_payload_MB")) <= 0.2);  // the plan's bytes, not fitted
   }
 }
@@ -99,6 +104,22 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
   CHECK(kc.step.fwd_bwd_ms.has_value());
   CHECK(kc.step.nic_efficiency.has_value());
   CHECK(kc.step.alltoall_inter_efficiency.has_value());
+  CHECK(kc.step.host_launch_us.has_value());
+  CHECK(kc.step.rank_skew_ms.has_value());
+  // A fitted host cost applies with the host ahead (it was fitted on steady-state steps); one given
+  // on the command line stays as given.
+  dionsim::sim::WhatifConfig w;
+  dionsim::sim::apply_step_calibration(kc.step, w);
+  CHECK(w.host_launch_us == *kc.step.host_launch_us);
+  CHECK(w.host_ahead);
+  CHECK(w.rank_skew_ms == kc.step.rank_skew_ms);
+  dionsim::sim::WhatifConfig given;
+  given.host_launch_us = 8.0;
+  given.rank_skew_ms = 0.0;
+  dionsim::sim::apply_step_calibration(kc.step, given);
+  CHECK(given.host_launch_us == 8.0);
+  CHECK_FALSE(given.host_ahead);
+  CHECK(given.rank_skew_ms == 0.0);
   const auto a = compare_predictions(runs, fit.parameters), b = compare_predictions(runs, values);
   REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i].predicted == b[i].predicted);
@@ -118,6 +139,7 @@ TEST_CASE("the fit recovers known parameters from measurements whatif itself pro
                                                   {"alltoall_latency_us", 80.0},
                                                   {"rank_skew_ms", 0.8},
                                                   {"ns_gemm_overlap_slowdown", 1.3},
+                                                  {"host_launch_us", 12.0},
                                                   {"launch_gap_us", 0.0}};
   // Fit once to learn the class groups, then set every HBM class to a known value per group.
   auto truth = truth_in;
@@ -140,6 +162,7 @@ TEST_CASE("the fit recovers known parameters from measurements whatif itself pro
   CHECK(fit.parameters.at("alltoall_latency_us") == Approx(80.0).margin(10.0));
   CHECK(fit.parameters.at("rank_skew_ms") == Approx(0.8).epsilon(0.05));
   CHECK(fit.parameters.at("ns_gemm_overlap_slowdown") == Approx(1.3).epsilon(0.02));
+  CHECK(fit.parameters.at("host_launch_us") == Approx(12.0).epsilon(0.01));
 }
 
 TEST_CASE("selection: one key's values are alternatives, keys combine", "[step_fit]") {

@@ -147,6 +147,19 @@ TEST_CASE("host launch cost puts launches on the critical path", "[step_program]
   CHECK(synced.wall_ns >= static_cast<DurationNs>(synced.launches) * 1'000'000);
   CHECK(synced.wall_ns > hidden.wall_ns);
   CHECK(synced.gpu_busy_ns == hidden.gpu_busy_ns);
+  CHECK(hidden.host_issue_ns == 0);
+  CHECK(synced.host_issue_ns == (synced.launches) * 1'000'000);
+  // Host ahead of the GPU (steady-state training): the same host time, spent while the GPU is
+  // busy elsewhere, so the GPU timeline is the hidden one to the nanosecond.
+  StepProgramOptions ahead = slow;
+  ahead.host_ahead = true;
+  for (const auto& r : {simulate_optimizer_step(plan, model, timer, ahead),
+                        list_schedule_optimizer_step(plan, model, timer, ahead)}) {
+    CHECK(r.host_issue_ns == synced.host_issue_ns);
+    CHECK(r.wall_ns == hidden.wall_ns);
+    REQUIRE(r.events.size() == hidden.events.size());
+    for (std::size_t i = 0; i < r.events.size(); ++i) CHECK(r.events[i].start_ns == hidden.events[i].start_ns);
+  }
 }
 
 TEST_CASE("closed-form collective times agree with the engine's flows", "[step_program]") {
