@@ -15,9 +15,12 @@ namespace dionsim::launch {
 
 std::string_view to_string(Launch l) {
   switch (l) {
-    case Launch::single_process: return "one process, all local GPUs";
-    case Launch::torchrun_env: return "one process per GPU (torchrun-style environment)";
-    case Launch::mpi: return "one process per GPU (MPI)";
+    case Launch::single_process:
+      return "one process, all local GPUs";
+    case Launch::torchrun_env:
+      return "one process per GPU (torchrun-style environment)";
+    case Launch::mpi:
+      return "one process per GPU (MPI)";
   }
   return "?";
 }
@@ -86,8 +89,9 @@ void check(int rc, const char* call, std::string_view what) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
   if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) len = 0;
-  throw DeviceError("rank " + std::to_string(world_rank_or_minus_one()) + ": " + call + " (" + std::string(what) +
-                    "): " + (len > 0 ? std::string(text, static_cast<std::size_t>(len)) : "MPI error " + std::to_string(rc)));
+  throw DeviceError(
+      "rank " + std::to_string(world_rank_or_minus_one()) + ": " + call + " (" + std::string(what) +
+      "): " + (len > 0 ? std::string(text, static_cast<std::size_t>(len)) : "MPI error " + std::to_string(rc)));
 }
 
 void finalize_at_exit() {
@@ -127,8 +131,8 @@ Mpi Mpi::init() {
 
 void Mpi::broadcast(void* data, std::size_t bytes, int root, std::string_view what) const {
   if (bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
-    throw DeviceError("rank " + std::to_string(rank_) + ": MPI_Bcast (" + std::string(what) + "): " +
-                      std::to_string(bytes) + " bytes is more than one MPI_Bcast carries");
+    throw DeviceError("rank " + std::to_string(rank_) + ": MPI_Bcast (" + std::string(what) +
+                      "): " + std::to_string(bytes) + " bytes is more than one MPI_Bcast carries");
   check(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast", what);
 }
 
@@ -152,9 +156,9 @@ void Mpi::all_or_none(std::string_view what, const std::function<void()>& step) 
   check(MPI_Allreduce(&in, &out, 1, MPI_2INT, MPI_MAXLOC, MPI_COMM_WORLD), "MPI_Allreduce", what);
   if (mine) std::rethrow_exception(mine);
   if (out.code != 0)
-    throw Error(static_cast<ExitCode>(out.code),
-                "rank " + std::to_string(rank_) + ": " + std::string(what) + " failed on rank " +
-                    std::to_string(out.rank) + " (its message is above); every rank stops");
+    throw Error(static_cast<ExitCode>(out.code), "rank " + std::to_string(rank_) + ": " + std::string(what) +
+                                                     " failed on rank " + std::to_string(out.rank) +
+                                                     " (its message is above); every rank stops");
 }
 
 void abort_job_if_mpi(ExitCode code, std::string_view message) {
@@ -163,7 +167,8 @@ void abort_job_if_mpi(ExitCode code, std::string_view message) {
   int size = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (size <= 1) return;
-  std::fprintf(stderr, "dionsim: error: rank %d: %.*s\ndionsim: rank %d ends the MPI job (MPI_Abort %d): the other "
+  std::fprintf(stderr,
+               "dionsim: error: rank %d: %.*s\ndionsim: rank %d ends the MPI job (MPI_Abort %d): the other "
                "ranks may be waiting for it in a collective\n",
                rank, static_cast<int>(message.size()), message.data(), rank, static_cast<int>(code));
   std::fflush(stderr);
@@ -174,8 +179,9 @@ void abort_job_if_mpi(ExitCode code, std::string_view message) {
 #else  // builds without MPI
 
 Mpi Mpi::init() {
-  throw DeviceError("MPI: this dionsim was built without MPI; reconfigure with -DDIONSIM_WITH_MPI=ON "
-                    "(install 'libopenmpi-dev openmpi-bin') and rebuild");
+  throw DeviceError(
+      "MPI: this dionsim was built without MPI; reconfigure with -DDIONSIM_WITH_MPI=ON "
+      "(install 'libopenmpi-dev openmpi-bin') and rebuild");
 }
 void Mpi::broadcast(void*, std::size_t, int, std::string_view) const {}
 void Mpi::all_or_none(std::string_view, const std::function<void()>& step) const { step(); }

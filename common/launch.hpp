@@ -7,9 +7,10 @@
 // Precedence (select_launch): an MPI launch (mpirun, or srun --mpi=...) in a build with MPI → MPI;
 // else WORLD_SIZE set → the torchrun-style environment; else one process drives every local GPU.
 // An MPI launch in a build without MPI is a UsageError that says how to rebuild.
+#include <cstddef>
+#include <exception>
 #include <functional>
 #include <optional>
-#include <cstddef>
 #include <string>
 #include <string_view>
 

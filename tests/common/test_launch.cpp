@@ -2,7 +2,6 @@
 // error for an MPI launch of a build without MPI, and the device of a local rank. (The MPI
 // bootstrap itself runs under mpirun: tests/mpi.)
 #include <catch2/catch.hpp>
-
 #include <map>
 #include <string>
 
@@ -23,8 +22,8 @@ EnvLookup fake_env(std::map<std::string, std::string> vars) {
 TEST_CASE("an MPI launch is recognised by the variables its launchers set", "[common][launch]") {
   CHECK_FALSE(detect_mpi_launch(fake_env({})));
   CHECK(detect_mpi_launch(fake_env({{"OMPI_COMM_WORLD_SIZE", "2"}})) == "OMPI_COMM_WORLD_SIZE=2");  // mpirun
-  CHECK(detect_mpi_launch(fake_env({{"PMIX_RANK", "3"}})) == "PMIX_RANK=3");         // srun --mpi=pmix
-  CHECK(detect_mpi_launch(fake_env({{"PMI_SIZE", "8"}})) == "PMI_SIZE=8");           // hydra, --mpi=pmi2
+  CHECK(detect_mpi_launch(fake_env({{"PMIX_RANK", "3"}})) == "PMIX_RANK=3");                        // srun --mpi=pmix
+  CHECK(detect_mpi_launch(fake_env({{"PMI_SIZE", "8"}})) == "PMI_SIZE=8");                          // hydra, --mpi=pmi2
   CHECK(detect_mpi_launch(fake_env({{"PMI_RANK", "1"}})) == "PMI_RANK=1");
   CHECK_FALSE(detect_mpi_launch(fake_env({{"OMPI_COMM_WORLD_SIZE", ""}})));  // set but empty = unset
   // Plain srun (no --mpi) and torchrun set none of them.
@@ -33,8 +32,8 @@ TEST_CASE("an MPI launch is recognised by the variables its launchers set", "[co
 }
 
 TEST_CASE("launch precedence: MPI, then the torchrun-style environment, then one process", "[common][launch]") {
-  const auto torchrun = std::map<std::string, std::string>{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"},
-                                                           {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
+  const auto torchrun = std::map<std::string, std::string>{
+      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", "29500"}};
   auto both = torchrun;
   both.emplace("OMPI_COMM_WORLD_SIZE", "2");
   CHECK(select_launch(fake_env({}), true) == Launch::single_process);

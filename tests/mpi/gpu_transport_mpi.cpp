@@ -34,7 +34,8 @@ void check_collectives(const Communicator& comm, std::size_t count) {
   for (int d = 0; d < world; ++d)
     for (std::size_t i = 0; i < count; ++i) s[static_cast<std::size_t>(d) * count + i] = a2a_value(r, d, i);
   for (std::size_t i = 0; i < count; ++i) g[i] = gather_value(r, i);
-  DeviceArray<bf16_bits> send(s, "a2a send"), recv(s.size(), "a2a recv"), gsend(g, "ag send"), grecv(s.size(), "ag recv");
+  DeviceArray<bf16_bits> send(s, "a2a send"), recv(s.size(), "a2a recv"), gsend(g, "ag send"),
+      grecv(s.size(), "ag recv");
   comm.all_to_all(send.data(), recv.data(), count, WireType::bf16);
   comm.all_gather(gsend.data(), grecv.data(), count, WireType::bf16);
   synchronize(comm.stream());
@@ -42,8 +43,9 @@ void check_collectives(const Communicator& comm, std::size_t count) {
   for (int src = 0; src < world; ++src)
     for (std::size_t i = 0; i < count; ++i) {
       const std::size_t k = static_cast<std::size_t>(src) * count + i;
-      expect(a[k] == a2a_value(src, r, i), "all-to-all count " + std::to_string(count) + ": element " + std::to_string(i) +
-                                               " from rank " + std::to_string(src) + " is " + std::to_string(a[k]));
+      expect(a[k] == a2a_value(src, r, i), "all-to-all count " + std::to_string(count) + ": element " +
+                                               std::to_string(i) + " from rank " + std::to_string(src) + " is " +
+                                               std::to_string(a[k]));
       expect(ga[k] == gather_value(src, i), "all-gather count " + std::to_string(count) + ": element " +
                                                 std::to_string(i) + " from rank " + std::to_string(src));
     }
@@ -60,8 +62,8 @@ int main() {
     expect(comm.device() == launch::device_for_local_rank(mpi.local_rank(), static_cast<int>(list_devices().size())),
            "device " + std::to_string(comm.device()) + " is not local rank " + std::to_string(mpi.local_rank()) + "'s");
     set_device(comm.device());
-    check_collectives(comm, 1000);       // small, odd: below NCCL's chunk sizes
-    check_collectives(comm, 1u << 20);   // 2 MiB per peer: the pipelined path
+    check_collectives(comm, 1000);      // small, odd: below NCCL's chunk sizes
+    check_collectives(comm, 1u << 20);  // 2 MiB per peer: the pipelined path
   } catch (const NoDeviceError& e) {
     std::fprintf(stderr, "gpu_transport_mpi: SKIP: %s\n", e.what());
     return static_cast<int>(ExitCode::no_device);

@@ -49,7 +49,8 @@ Blob pattern() {
 }
 
 void check_world(const Mpi& mpi, int expected_world) {
-  expect(mpi.size() == expected_world, "size " + std::to_string(mpi.size()) + ", expected " + std::to_string(expected_world));
+  expect(mpi.size() == expected_world,
+         "size " + std::to_string(mpi.size()) + ", expected " + std::to_string(expected_world));
   expect(mpi.rank() >= 0 && mpi.rank() < mpi.size(), "rank " + std::to_string(mpi.rank()) + " out of range");
   // Open MPI's mpirun tells each rank its place; MPI must agree with it.
   expect(mpi.rank() == env_int("OMPI_COMM_WORLD_RANK", mpi.rank()), "rank differs from OMPI_COMM_WORLD_RANK");
