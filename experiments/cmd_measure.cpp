@@ -1,13 +1,14 @@
 // dionsim measure: the real optimizer step (or one collective, nccl-tests style) on this machine's
 // GPUs, timed with CUDA events. Logic: kernels/measure.hpp, kernels/collective_bench.hpp; --db
-// recording: experiments/record.hpp. Builds without CUDA keep the options (so --help and usage
-// errors behave the same) and exit 5.
+// recording: experiments/record.hpp; how the ranks are started: common/launch.hpp. Builds without
+// CUDA keep the options (so --help and usage errors behave the same) and exit 5.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
 #include "common/error.hpp"
+#include "common/launch.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
@@ -23,7 +24,7 @@ namespace dionsim::cli {
 namespace {
 
 int measure_collective(const Command& cmd, const std::string& op, const std::string& b, const std::string& e,
-                       std::int64_t factor, std::int64_t gpus, int iters, int warmup) {
+                       std::int64_t factor, std::vector<kernels::Communicator>& comms, int iters, int warmup) {
   kernels::CollectiveBenchConfig cfg;
   cfg.op = op == "alltoall" ? kernels::CollectiveOp::alltoall : kernels::CollectiveOp::allgather;
   cfg.min_bytes = static_cast<std::size_t>(parse_size_bytes(b, "-b"));
@@ -31,7 +32,6 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
   cfg.factor = static_cast<int>(factor);
   cfg.iters = iters;
   cfg.warmup = warmup;
-  auto comms = kernels::make_communicators(static_cast<int>(gpus));
   const int n = comms.front().world();
   kernels::validate(cfg, n);
   const auto rows = kernels::run_collective_bench(cfg, comms);
@@ -59,8 +59,10 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
 int run_measure(std::span<const std::string> args) {
   Command cmd("measure",
               "--model M --optimizer O --scope S --fraction F [--capacity-factor C] [--steps N] [--gpus W]\n"
-              "       dionsim measure --collective alltoall|allgather -b SIZE -e SIZE -f FACTOR [--gpus W]",
-              "Runs the CUDA/NCCL Dion2/NorDion2 step on this machine's GPUs (one process drives them all) with\n"
+              "       dionsim measure --collective alltoall|allgather -b SIZE -e SIZE -f FACTOR [--gpus W]\n"
+              "       mpirun -np W dionsim measure ...   (or srun --mpi=pmix, or torchrun-style RANK/WORLD_SIZE/...)",
+              "Runs the CUDA/NCCL Dion2/NorDion2 step on this machine's GPUs (one process drives them all, or one\n"
+              "process per GPU under mpirun / srun --mpi=pmix or the torchrun-style environment; rank 0 reports) with\n"
               "seeded random gradients on FSDP row shards: warm-up, then N steps timed with CUDA events; prints the\n"
               "median step time, per-kernel-class and per-collective times, bytes and deferral counters. With\n"
               "--collective: nccl-tests-style rows for this fabric. Needs a CUDA build (exit 5 otherwise).");
@@ -78,7 +80,8 @@ int run_measure(std::span<const std::string> args) {
       ("steps", po::value(&steps)->default_value(steps), "timed steps (median reported)")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
       ("gpus", po::value(&gpus)->default_value(gpus), "GPUs = world size (0 = all visible); ignored under a launcher "
-                                                      "(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT set)")
+                                                      "(mpirun / srun --mpi, or RANK, WORLD_SIZE, LOCAL_RANK, "
+                                                      "MASTER_ADDR, MASTER_PORT set)")
       ("in-flight", po::value(&in_flight)->default_value(in_flight), "megabatches in flight (spec §1.7: 3)")
       ("collective", po::value(&collective), "alltoall | allgather: measure one collective instead")
       (",b", po::value(&b)->default_value(b), "--collective: smallest size per rank (bytes, K/M/G)")
@@ -98,51 +101,61 @@ int run_measure(std::span<const std::string> args) {
   if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
   if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
   if (in_flight < 1) throw_bad_usage("--in-flight", std::to_string(in_flight), "an integer >= 1");
+  // An MPI launch of a build without MPI is a usage error (exit 2) before anything else happens.
+  const launch::Launch how = launch::select_launch();
 #ifndef DIONSIM_HAVE_CUDA
   (void)optimizer_kind;
   (void)scope_kind;
+  (void)how;
   throw DeviceError("measure: this dionsim was built without CUDA; reconfigure with -DDIONSIM_WITH_CUDA=ON "
                     "(cmake --preset cuda-release) where nvcc and NCCL are installed");
 #else
-  if (!collective.empty())
-    return measure_collective(cmd, collective, b, e, factor, gpus, static_cast<int>(steps * 2), static_cast<int>(warmup));
-  kernels::MeasureConfig cfg;
-  cfg.model = model;
-  cfg.step.optimizer = optimizer_kind;
-  cfg.step.scope = scope_kind;
-  cfg.step.fraction = fraction;
-  if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
-  cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
-  cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
+  // Setup errors are agreed between ranks (every rank exits with the same code); after it, an error on
+  // one rank of an MPI job aborts the job rather than leave the others waiting in a collective.
   auto comms = kernels::make_communicators(static_cast<int>(gpus));
-  cfg.step.world = comms.front().world();
-  cfg.steps = static_cast<int>(steps);
-  cfg.warmup = static_cast<int>(warmup);
-  cfg.seed = cmd.common().seed;
-  cfg.max_in_flight = static_cast<int>(in_flight);
-  log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
-  const auto res = kernels::run_measure(cfg, comms);
-  if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
-  const auto out = kernels::to_json(cfg, res);
-  nlohmann::json config = out;
-  for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
-  store_measure(cmd.common(), config, out);
-  if (cmd.common().json) {
-    print_json(out);
+  if (comms.front().rank() == 0)
+    log(cmd.common(), std::string("launch: ") + std::string(launch::to_string(how)) + ", world " +
+                          std::to_string(comms.front().world()));
+  return launch::abort_job_on_error([&] {
+    if (!collective.empty())
+      return measure_collective(cmd, collective, b, e, factor, comms, static_cast<int>(steps * 2), static_cast<int>(warmup));
+    kernels::MeasureConfig cfg;
+    cfg.model = model;
+    cfg.step.optimizer = optimizer_kind;
+    cfg.step.scope = scope_kind;
+    cfg.step.fraction = fraction;
+    if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
+    cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
+    cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
+    cfg.step.world = comms.front().world();
+    cfg.steps = static_cast<int>(steps);
+    cfg.warmup = static_cast<int>(warmup);
+    cfg.seed = cmd.common().seed;
+    cfg.max_in_flight = static_cast<int>(in_flight);
+    log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
+    const auto res = kernels::run_measure(cfg, comms);
+    if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
+    const auto out = kernels::to_json(cfg, res);
+    nlohmann::json config = out;
+    for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
+    store_measure(cmd.common(), config, out);
+    if (cmd.common().json) {
+      print_json(out);
+      return 0;
+    }
+    std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  %s  (median of %d after %d warm-up)\n",
+                model.c_str(), static_cast<long long>(cfg.step.world), optimizer.c_str(), scope.c_str(), fraction,
+                capacity.c_str(), dtype.c_str(), res.device_name.c_str(), cfg.steps, cfg.warmup);
+    for (const auto& m : out["metrics"])
+      std::printf("%-20s %12.3f %s\n", m["metric"].get<std::string>().c_str(), m["value"].get<double>(), m["unit"].get<std::string>().c_str());
+    std::printf("\n%-16s %10s\n", "kernel_class", "ms/step");
+    for (const auto& [k, ms] : res.kernel_ms) std::printf("%-16s %10.3f\n", k.c_str(), ms);
+    std::printf("\n%5s %-16s %14s %10s %10s\n", "group", "collective", "bytes_sent", "ms", "GB/s");
+    for (const auto& c : out["collectives"])
+      std::printf("%5lld %-16s %14lld %10.3f %10.1f\n", c["group"].get<long long>(), c["name"].get<std::string>().c_str(),
+                  c["bytes_sent"].get<long long>(), c["ms"].get<double>(), c["GBps"].get<double>());
     return 0;
-  }
-  std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  %s  (median of %d after %d warm-up)\n",
-              model.c_str(), static_cast<long long>(cfg.step.world), optimizer.c_str(), scope.c_str(), fraction,
-              capacity.c_str(), dtype.c_str(), res.device_name.c_str(), cfg.steps, cfg.warmup);
-  for (const auto& m : out["metrics"])
-    std::printf("%-20s %12.3f %s\n", m["metric"].get<std::string>().c_str(), m["value"].get<double>(), m["unit"].get<std::string>().c_str());
-  std::printf("\n%-16s %10s\n", "kernel_class", "ms/step");
-  for (const auto& [k, ms] : res.kernel_ms) std::printf("%-16s %10.3f\n", k.c_str(), ms);
-  std::printf("\n%5s %-16s %14s %10s %10s\n", "group", "collective", "bytes_sent", "ms", "GB/s");
-  for (const auto& c : out["collectives"])
-    std::printf("%5lld %-16s %14lld %10.3f %10.1f\n", c["group"].get<long long>(), c["name"].get<std::string>().c_str(),
-                c["bytes_sent"].get<long long>(), c["ms"].get<double>(), c["GBps"].get<double>());
-  return 0;
+  });
 #endif
 }
 

@@ -2,9 +2,8 @@
 
 #include <algorithm>
 
-#include <cstdlib>
-
 #include "common/error.hpp"
+#include "common/launch.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
 
@@ -20,10 +19,11 @@ double median(std::vector<double> v) {
 }  // namespace
 
 std::vector<Communicator> make_communicators(int gpus) {
-  const char* ws = std::getenv("WORLD_SIZE");
-  if (ws != nullptr && *ws != '\0') {
+  // common/launch.hpp's precedence: MPI launch (built with MPI), torchrun-style env, one process.
+  const launch::Launch how = launch::select_launch();
+  if (how != launch::Launch::single_process) {
     std::vector<Communicator> one;
-    one.push_back(Communicator::init_from_env());
+    one.push_back(how == launch::Launch::mpi ? Communicator::init_from_mpi() : Communicator::init_from_env());
     return one;
   }
   const int n = gpus > 0 ? gpus : static_cast<int>(require_devices(1).size());

@@ -46,9 +46,10 @@ struct MeasureResult {
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
 };
 
-// The ranks this process drives: one per local GPU (ncclCommInitAll), or — when the torchrun-style
-// environment is set (WORLD_SIZE) — the single rank given by RANK / LOCAL_RANK, the NCCL id coming
-// from rank 0 over TCP at MASTER_ADDR:MASTER_PORT. `gpus` (0 = all visible) applies to the first.
+// The ranks this process drives (launch::select_launch decides): under an MPI launch the single
+// rank MPI gives (NCCL id by MPI_Bcast); else, when the torchrun-style environment is set
+// (WORLD_SIZE), the single rank given by RANK / LOCAL_RANK, the NCCL id coming from rank 0 over TCP
+// at MASTER_ADDR:MASTER_PORT; else one per local GPU (ncclCommInitAll), `gpus` of them (0 = all).
 std::vector<Communicator> make_communicators(int gpus);
 
 // Validates (UsageError) and runs over `comms` (cfg.step.world must equal their world size).

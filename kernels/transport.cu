@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/launch.hpp"
 #include "kernels/check.cuh"
 
 #define DIONSIM_NCCL_CHECK(call, op)                                                                 \
@@ -160,6 +161,27 @@ Communicator Communicator::init_from_env() {
   impl->world = world;
   impl->device = local;
   DIONSIM_NCCL_CHECK(ncclCommInitRank(&impl->comm, world, id, rank), "init (one process per GPU)");
+  impl->stream = create_stream();
+  return Communicator(std::move(impl));
+}
+
+Communicator Communicator::init_from_mpi() {
+  const auto mpi = launch::Mpi::init();
+  set_error_rank(mpi.rank());
+  static_assert(sizeof(ncclUniqueId) == NCCL_UNIQUE_ID_BYTES, "the id travels as opaque bytes");
+  ncclUniqueId id{};
+  int device = 0;
+  mpi.all_or_none("device setup", [&] {
+    device = launch::device_for_local_rank(mpi.local_rank(), static_cast<int>(require_devices(1).size()));
+    set_device(device);
+    if (mpi.rank() == 0) DIONSIM_NCCL_CHECK(ncclGetUniqueId(&id), "unique id");
+  });
+  mpi.broadcast(&id, sizeof(id), 0, "NCCL unique id");
+  auto impl = std::make_unique<Impl>();
+  impl->rank = mpi.rank();
+  impl->world = mpi.size();
+  impl->device = device;
+  DIONSIM_NCCL_CHECK(ncclCommInitRank(&impl->comm, mpi.size(), id, mpi.rank()), "init (one process per GPU, MPI)");
   impl->stream = create_stream();
   return Communicator(std::move(impl));
 }

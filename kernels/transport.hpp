@@ -5,7 +5,10 @@
 //     of the n communicators are issued inside one GroupGuard;
 //   * one process per GPU started by a launcher: Communicator::init_from_env() reads the
 //     torchrun-style RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT and exchanges the NCCL
-//     unique id over a TCP socket (rank 0 listens on MASTER_PORT).
+//     unique id over a TCP socket (rank 0 listens on MASTER_PORT);
+//   * one process per GPU started by mpirun / srun --mpi=... (builds with MPI):
+//     Communicator::init_from_mpi() takes rank, world and local rank from MPI (common/launch.hpp)
+//     and broadcasts the NCCL unique id from rank 0 with MPI_Bcast, as nccl-tests does.
 // Plain C++ interface; NCCL errors become DeviceError naming the call, rank and op.
 #include <cstddef>
 #include <memory>
@@ -23,6 +26,10 @@ class Communicator {
  public:
   static std::vector<Communicator> init_local(int ndev);
   static Communicator init_from_env();
+  // Device = the local rank (or 0 when the launcher binds one GPU per task). Every rank agrees on
+  // the device check before the id broadcast, so a rank without a GPU stops all ranks (same exit
+  // code) instead of leaving them in MPI_Bcast. DeviceError in builds without MPI.
+  static Communicator init_from_mpi();
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;

@@ -14,6 +14,7 @@ packages=(
   zlib1g-dev                                        # gzipped PyTorch-profiler traces
   libbenchmark-dev                                  # bench/ (Google Benchmark)
   python3 python3-matplotlib                        # report plots
+  libopenmpi-dev openmpi-bin                        # optional MPI launch of `dionsim measure` (mpirun, srun --mpi)
 )
 
 missing=()
