@@ -39,6 +39,13 @@ for r in 0 1; do
     --model gpt-5120x8 --optimizer dion2 --scope local --fraction 0.25 --steps 10 --json >> "$out/measure.jsonl" 2>> "$out/measure.err" &
 done
 wait; echo "per-process done"
+if [ -d "$carry/mpi" ]; then
+  echo "== one process per GPU under mpirun (Open MPI carried; NCCL id broadcast over MPI)"
+  timeout 60 orterun -np "$gpus" "$bin/mpi_bootstrap" checks "$gpus" 2>&1 | tail -3; echo "mpi_bootstrap rc=$?"
+  timeout 120 orterun -np "$gpus" "$bin/gpu_transport_mpi" 2>&1 | tail -5; echo "gpu_transport_mpi rc=${PIPESTATUS[0]}"
+  timeout 180 orterun -np "$gpus" "$bin/dionsim" measure --model gpt-5120x8 --optimizer dion2 --scope local --fraction 0.25 \
+    --steps 10 --json >> "$out/measure.jsonl" 2>> "$out/measure.err"; echo "mpirun measure rc=$?"
+fi
 python3 - "$out/measure.jsonl" <<'PY' | tee "$out/measure.txt"
 import json, sys
 print(f"{'optimizer':9} {'scope':14} {'f':>5} {'dtype':9} {'opt_step_ms':>11} {'ns_gemm_ms':>10} {'ns_TF/s':>8} {'a2a_ms':>8} {'a2a_MB':>9} {'deferred':>9}")
