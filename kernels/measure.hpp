@@ -22,7 +22,13 @@ struct MeasureConfig {
   int warmup = 3;
   std::uint64_t seed = 0;
   int max_in_flight = 3;
+  // Stream layout of the step (kernels/gpu_step.hpp). The environment variable DIONSIM_GPU_STREAMS
+  // (single | overlap | ns_first | aux_first) overrides it: a diagnostic for A/B measurements.
+  StreamMode streams = StreamMode::single;
 };
+
+// "single", "overlap", "ns_first", "aux_first".
+[[nodiscard]] const char* to_string(StreamMode m);
 
 struct MeasuredCollective {
   std::string name;
@@ -44,6 +50,7 @@ struct MeasureResult {
   std::string device_name;
   int gpus = 0;
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
+  StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
 };
 
 // The ranks this process drives: one per local GPU (ncclCommInitAll), or — when the torchrun-style
