@@ -54,6 +54,7 @@ struct RankGroup {
   DeviceArray<std::uint8_t> M;  // momentum bytes (fp32 or bf16)
   DeviceArray<std::int32_t> u_row;  // [N][L] local, capped: row of the reverse payload holding (m, r)'s update, -1 none
   DeviceArray<bf16_bits> send, recv, ns, nsin;
+  DeviceArray<bf16_bits> rev;  // global: the reverse payload [w][pr][pl][C], all zero between steps
   DeviceArray<std::uint8_t> mask;
   DeviceArray<std::int32_t> index, count;
   // global (owner side)
@@ -98,14 +99,16 @@ struct GpuOptimizer::Impl {
   bool timing;
   int max_in_flight;
   StreamMode streams;
+  bool ns_autotune;
   std::vector<opt::GroupPlan> plans;
   std::vector<std::vector<std::size_t>> members;
   std::vector<RankCtx> ranks;
   MomentumDtype mdt;
   std::uint64_t steps_done = 0;
 
-  Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif, StreamMode sm)
-      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm),
+  Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif, StreamMode sm,
+       bool tune)
+      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm), ns_autotune(tune),
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
   [[nodiscard]] std::int64_t w() const { return cfg.world; }
@@ -169,6 +172,7 @@ struct GpuOptimizer::Impl {
       }
       rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express : NsKind::quintic,
                                              static_cast<float>(cfg.epsilon));
+      rc.ns->set_autotune(ns_autotune);
       rc.stats = DeviceArray<long long>(2, "capped stats");
       for (const auto& g : plans) {
         auto rg = std::make_unique<RankGroup>();
@@ -200,6 +204,8 @@ struct GpuOptimizer::Impl {
           rg->send = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global send");
           memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global recv");
+          rg->rev = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global reverse payload");
+          memset_device(rg->rev.data(), 0, rg->rev.bytes(), rc.compute);
           rg->gkeys = DeviceArray<float>(at(g.Np * g.pl), "global keys (received order)");
           rg->nsin = DeviceArray<bf16_bits>(at(pr * g.k_tot * C), "global ns input");
           rg->akeys = DeviceArray<float>(at(pr * W * g.pl), "global keys");
@@ -334,11 +340,17 @@ struct GpuOptimizer::Impl {
           gather_rows_blocked(rg.recv.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.nsin.data(), s);
         });
         timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(rg.nsin.data(), pr, g.k_tot, C, gemm); });
+        // Into the reverse payload, which is zero except where this step writes (no full memset).
         timed(rc, rg, "scatter", s, [&] {
-          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.send.data(), s);
+          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.rev.data(), s,
+                               /*zero_first=*/false);
         });
       } else {
         post(rg.recv.data(), g.pl, nullptr, static_cast<float>(cfg.ef), true);
+        timed(rc, rg, "scatter", s, [&] {  // the reverse a2a has sent it: clear the rows written above
+          scatter_rows_blocked(nullptr, rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.rev.data(), s,
+                               /*zero_first=*/false);
+        });
       }
     } else {  // capped_packed
       const CappedShape sh = shape(g, rc.rank);
@@ -389,7 +401,8 @@ struct GpuOptimizer::Impl {
         count = static_cast<std::size_t>(g.N * g.pl);
         t = WireType::fp32;
       } else {
-        send.push_back(rg.send.data());
+        const bool global_rev = g.path == opt::Path::global && name == "a2a_rev";
+        send.push_back(global_rev ? rg.rev.data() : rg.send.data());
         recv.push_back(rg.recv.data());
         if (g.path == opt::Path::local) count = static_cast<std::size_t>(g.pr * g.k) * C;
         else if (g.path == opt::Path::global) count = static_cast<std::size_t>(g.pr * g.pl) * C;
@@ -496,8 +509,8 @@ struct GpuOptimizer::Impl {
 };
 
 GpuOptimizer::GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
-                           bool timing, int max_in_flight, StreamMode streams)
-    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight, streams)) {
+                           bool timing, int max_in_flight, StreamMode streams, bool ns_autotune)
+    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight, streams, ns_autotune)) {
   if (max_in_flight < 1) throw_bad_usage("max_in_flight", std::to_string(max_in_flight), "an integer >= 1");
   impl_->plan_groups();
   impl_->allocate();

@@ -47,7 +47,8 @@ enum class StreamMode { single, overlap, overlap_ns_first, overlap_aux_first };
 class GpuOptimizer {
  public:
   GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
-               bool timing = false, int max_in_flight = 3, StreamMode streams = StreamMode::single);
+               bool timing = false, int max_in_flight = 3, StreamMode streams = StreamMode::single,
+               bool ns_autotune = false);  // NewtonSchulz::set_autotune: the first step synchronizes
   ~GpuOptimizer();
   GpuOptimizer(const GpuOptimizer&) = delete;
   GpuOptimizer& operator=(const GpuOptimizer&) = delete;

@@ -32,6 +32,12 @@ StreamMode streams_from_env(StreamMode fallback) {
     if (std::string(env) == name) return m;
   throw_bad_usage("DIONSIM_GPU_STREAMS", env, "single, overlap, ns_first or aux_first");
 }
+bool autotune_from_env(bool fallback) {
+  const char* env = std::getenv("DIONSIM_NS_AUTOTUNE");
+  if (env == nullptr || *env == '\0') return fallback;
+  if (std::string(env) == "0" || std::string(env) == "1") return *env == '1';
+  throw_bad_usage("DIONSIM_NS_AUTOTUNE", env, "0 or 1");
+}
 }  // namespace
 
 const char* to_string(StreamMode m) {
@@ -60,9 +66,11 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   for (const auto& e : inv.entries)
     for (std::int64_t i = 0; i < e.count; ++i) params.push_back({e.name + "." + std::to_string(i), e.rows, e.cols});
   const StreamMode streams = streams_from_env(cfg.streams);
+  const bool autotune = autotune_from_env(cfg.ns_autotune);
   const auto devices = list_devices();
   NcclStepTransport tr(comms);
-  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight, streams);
+  if (autotune && cfg.warmup < 1) throw_bad_usage("--warmup", "0", ">= 1 with NS autotuning (the first step tunes)");
+  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight, streams, autotune);
   gpu.randomize_weights(cfg.seed);
 
   MeasureResult res;
@@ -70,6 +78,7 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   res.device_name = devices.at(static_cast<std::size_t>(comms.front().device())).name;
   res.rank = comms.front().rank();
   res.streams = streams;
+  res.ns_autotune = autotune;
   res.gpus = static_cast<int>(cfg.step.world);
   for (const auto& g : res.groups) {
     res.a2a_payload_bytes += g.a2a_bytes;
@@ -123,7 +132,8 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
           {"fraction", c.step.fraction},
           {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
-          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
+          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
+          {"ns_autotune", r.ns_autotune}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
           {"collectives", colls},
           {"metrics",
            {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),

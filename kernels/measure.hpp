@@ -25,6 +25,9 @@ struct MeasureConfig {
   // Stream layout of the step (kernels/gpu_step.hpp). The environment variable DIONSIM_GPU_STREAMS
   // (single | overlap | ns_first | aux_first) overrides it: a diagnostic for A/B measurements.
   StreamMode streams = StreamMode::single;
+  // cuBLASLt autotuning of the NS GEMMs (GpuOptimizer's ns_autotune; happens in the warm-up).
+  // DIONSIM_NS_AUTOTUNE=0|1 overrides it (diagnostic, like DIONSIM_GPU_STREAMS).
+  bool ns_autotune = false;
 };
 
 // "single", "overlap", "ns_first", "aux_first".
@@ -51,6 +54,7 @@ struct MeasureResult {
   int gpus = 0;
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
   StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
+  bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE
 };
 
 // The ranks this process drives: one per local GPU (ncclCommInitAll), or — when the torchrun-style

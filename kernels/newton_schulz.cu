@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/check.cuh"
 #include "kernels/common.cuh"
@@ -193,7 +194,11 @@ struct NewtonSchulz::Impl {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's list, best first (autotune)
+    bool tuned = false;
   };
+  bool autotune = false;
+  static constexpr int kCandidates = 8;
   std::map<Key, Plan> plans;
 
   Plan& plan(const Key& key) {
@@ -230,13 +235,17 @@ struct NewtonSchulz::Impl {
     // reference after Polar Express (measured on H200, cuBLAS 13; batch 2 of the same shape was exact).
     const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
-    cublasLtMatmulHeuristicResult_t result{};
+    std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
     int returned = 0;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned), op);
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, autotune ? kCandidates : 1,
+                                                        results.data(), &returned), op);
     cublasLtMatmulPreferenceDestroy(pref);
     if (returned == 0)
       detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
-    p.algo = result.algo;
+    p.algo = results[0].algo;
+    for (int i = 0; i < returned; ++i)
+      if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[static_cast<std::size_t>(i)].algo);
+    p.tuned = p.candidates.size() < 2;
     return plans.emplace(key, p).first->second;
   }
 
@@ -258,12 +267,39 @@ struct NewtonSchulz::Impl {
     DIONSIM_LAUNCH_CHECK("newton_schulz (mirror)");
   }
 
+  // Autotune (first use of a shape): time each heuristic candidate on the real operands (C is
+  // rewritten by each; all GEMMs here are out of place) and keep the fastest. Synchronizes the
+  // host once per shape, so a step that meets a new shape is not asynchronous.
+  void tune(Plan& p, const bf16_bits* a, const bf16_bits* b, bf16_bits* c, StreamHandle s) {
+    const float alpha = 1.0F, beta = 0.0F;
+    EventTimer timer;
+    float best = 0;
+    for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
+      auto once = [&] {
+        return cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo, workspace,
+                              kWorkspaceBytes, detail::stream(s));
+      };
+      if (once() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that cannot run is skipped
+      timer.start(s);
+      for (int r = 0; r < 3; ++r) DIONSIM_CUBLAS_CHECK(once(), "newton_schulz (GEMM autotune)");
+      timer.stop(s);
+      const float ms = timer.elapsed_ms();  // waits for the stream
+      if (best == 0 || ms < best) {
+        best = ms;
+        p.algo = algo;
+      }
+    }
+    p.tuned = true;
+  }
+
   // Column-major C[m x n] = op(A) op(B), batched with strides (elements).
   void gemm_cm(bool ta, bool tb, long long m, long long n, long long k, const bf16_bits* a, long long lda, long long sa,
                const bf16_bits* b, long long ldb, long long sb, bf16_bits* c, long long ldc, long long sc, int batch,
                StreamHandle s) {
     Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc});
     const float alpha = 1.0F, beta = 0.0F;
+    if (!p.tuned) tune(p, a, b, c, s);
     DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                         workspace, kWorkspaceBytes, detail::stream(s)),
                          "newton_schulz (GEMM)");
@@ -305,6 +341,7 @@ void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
 }
 
 void NewtonSchulz::set_symmetric_min(std::int64_t m) { impl_->sym_min = m; }
+void NewtonSchulz::set_autotune(bool on) { impl_->autotune = on; }
 void NewtonSchulz::set_symmetric_blocks(int max_blocks) {
   if (max_blocks < 1) throw std::invalid_argument("NewtonSchulz::set_symmetric_blocks: need max_blocks >= 1");
   impl_->sym_max_blocks = max_blocks;

@@ -54,10 +54,12 @@ void gather_rows_from_bf16(const bf16_bits* src, const std::int32_t* index, cons
 // out[j][t] = that row for p = index[j*w*pl + t], zero rows for t >= count[j].
 void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s);
-// Inverse into the reverse payload: send [w][pr][pl][C] zeroed, then row t of matrix j to its
-// blocked position.
+// Inverse into the reverse payload: send [w][pr][pl][C] zeroed (zero_first), then row t of matrix
+// j to its blocked position; src nullptr writes zero rows there instead (clears what an earlier
+// call with the same index wrote, so a buffer kept zero needs no full memset).
 void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
-                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s);
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s,
+                          bool zero_first = true);
 // Inverse: dst[seg][index[seg][t]] = src[seg][t] for t < count[seg]; dst rows not named are zeroed.
 void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
                        std::int64_t slots, std::int64_t rows_per_seg, std::int64_t cols, bf16_bits* dst, StreamHandle s);
@@ -196,6 +198,10 @@ class NewtonSchulz {
   // At most this many block rows (default 8; 1 = plain GEMMs); the count used for a Gram size m is
   // the largest <= it that splits m into block rows of a multiple of 8 (symmetric_blocks(m)).
   void set_symmetric_blocks(int max_blocks);
+  // Autotune (default off): the first GEMM of each shape times up to 8 cuBLASLt heuristic
+  // candidates (all with fp32 split-K reduction) and keeps the fastest; set before the first run().
+  // It synchronizes the host once per new shape, and the choice can differ between runs.
+  void set_autotune(bool on);
   [[nodiscard]] std::int64_t symmetric_blocks(std::int64_t m) const;
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
   static double flops(int batch, std::int64_t rows, std::int64_t cols);

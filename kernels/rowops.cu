@@ -170,7 +170,9 @@ __global__ void scatter_blocked_kernel(const std::uint16_t* src, const std::int3
                                        std::uint16_t* send) {
   const long long j = blockIdx.y, t = blockIdx.x;
   if (t >= count[j]) return;
-  copy_row(send + blocked_row(index[j * Sp + t], j, pr, pl) * cols, src + (j * slots + t) * cols, cols);
+  std::uint16_t* o = send + blocked_row(index[j * Sp + t], j, pr, pl) * cols;
+  if (src == nullptr) zero_row(o, cols);
+  else copy_row(o, src + (j * slots + t) * cols, cols);
 }
 
 __global__ void scale_rows_kernel(void* M, bool bf16, const std::int32_t* index, const std::int32_t* count,
@@ -340,9 +342,10 @@ void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const
 }
 
 void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
-                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s) {
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s,
+                          bool zero_first) {
   require(w > 0 && pr >= 0 && pr < 65536 && pl > 0 && slots >= 0 && cols > 0, "scatter_rows_blocked: shape");
-  memset_device(send, 0, static_cast<std::size_t>(w) * pr * pl * cols * 2, s);
+  if (zero_first) memset_device(send, 0, static_cast<std::size_t>(w) * pr * pl * cols * 2, s);
   if (pr == 0 || slots == 0) return;
   scatter_blocked_kernel<<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(pr)), kRowThreads, 0, detail::stream(s)>>>(
       src, index, count, pr, pl, w * pl, slots, cols, send);

@@ -124,6 +124,18 @@ int main(int argc, char** argv) {
         std::printf("%4lld x %6lld x %6lld %7lld %7d %10.3f %10.3f\n", static_cast<long long>(batch), static_cast<long long>(rows),
                     static_cast<long long>(cols), static_cast<long long>(m), blocks, ms, ms / plain);
       }
+      {  // the default block rows with autotuned GEMM algorithms (tuned in median_ms's warm-up runs)
+        NewtonSchulz ns(NsKind::polar_express);
+        ns.set_autotune(true);
+        ns.reserve(static_cast<int>(batch), rows, cols);
+        const double ms = median_ms(s, iters, [&] {
+                            copy_device(X.data(), X0.data(), X0.bytes(), s);
+                            ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
+                          }) - copy_ms;
+        std::printf("%4lld x %6lld x %6lld %7lld %4lld+at %10.3f %10.3f\n", static_cast<long long>(batch),
+                    static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m),
+                    static_cast<long long>(ns.symmetric_blocks(m)), ms, ms / plain);
+      }
     }
     // Memory-bound kernels: effective bandwidth (bytes read + written / time).
     const std::int64_t rows = 20480, cols = 5120;
