@@ -66,7 +66,7 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   for (const auto& e : inv.entries)
     for (std::int64_t i = 0; i < e.count; ++i) params.push_back({e.name + "." + std::to_string(i), e.rows, e.cols});
   const StreamMode streams = streams_from_env(cfg.streams);
-  const bool autotune = autotune_from_env(cfg.ns_autotune);
+  const bool autotune = autotune_from_env(cfg.ns_autotune && cfg.warmup >= 1);
   const auto devices = list_devices();
   NcclStepTransport tr(comms);
   if (autotune && cfg.warmup < 1) throw_bad_usage("--warmup", "0", ">= 1 with NS autotuning (the first step tunes)");

@@ -25,9 +25,10 @@ struct MeasureConfig {
   // Stream layout of the step (kernels/gpu_step.hpp). The environment variable DIONSIM_GPU_STREAMS
   // (single | overlap | ns_first | aux_first) overrides it: a diagnostic for A/B measurements.
   StreamMode streams = StreamMode::single;
-  // cuBLASLt autotuning of the NS GEMMs (GpuOptimizer's ns_autotune; happens in the warm-up).
-  // DIONSIM_NS_AUTOTUNE=0|1 overrides it (diagnostic, like DIONSIM_GPU_STREAMS).
-  bool ns_autotune = false;
+  // cuBLASLt autotuning of the NS GEMMs (GpuOptimizer's ns_autotune): tuned in the first warm-up
+  // step, so only with --warmup >= 1 (measured on H200: -0.5 to -0.6 ms per step, docs/gpu.md).
+  // DIONSIM_NS_AUTOTUNE=0|1 overrides it (a diagnostic, like DIONSIM_GPU_STREAMS; 1 needs a warm-up).
+  bool ns_autotune = true;
 };
 
 // "single", "overlap", "ns_first", "aux_first".
