@@ -293,12 +293,14 @@ struct GpuOptimizer::Impl {
                              mdt == MomentumDtype::bf16, u_row);
         });
       timed(rc, rg, "post", s, [&] {
-        masked_post(rg.W.data(), rg.M.data(), mdt, U, nordion ? rg.row_scale.data() : nullptr, N, L, u_rows, C, p, s, u_row);
+        masked_post(rg.W.data(), rg.M.data(), mdt, U, nordion ? rg.row_scale.data() : nullptr, N, L, u_rows, C, p, s,
+                    u_row);
       });
     };
     if (g.path == opt::Path::local) {
       if (phase == 0) {
-        timed(rc, rg, "momentum_norms", s, [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
+        timed(rc, rg, "momentum_norms", s,
+              [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
         timed(rc, rg, "select", s, [&] {
           stable_topk_mask(rg.keys.data(), N, L, std::min(g.k, L), rg.mask.data(), nullptr, s);
           compact_mask(rg.mask.data(), N, L, rg.index.data(), rg.count.data(), s);
@@ -316,7 +318,8 @@ struct GpuOptimizer::Impl {
         timed(rc, rg, "row_map", s, [&] {
           row_map_from_index(rg.index.data(), rg.count.data(), N, L, g.k, rg.u_row.data(), s);
         });
-        post(rg.recv.data(), L, rg.u_row.data(), 1.0F, false);  // EF already applied before the a2a; indexed post: no bf16 rounding
+        // EF was applied before the a2a; indexed post: no bf16 rounding of the update.
+        post(rg.recv.data(), L, rg.u_row.data(), 1.0F, false);
       }
     } else if (g.path == opt::Path::global) {
       if (phase == 0) {
@@ -342,8 +345,8 @@ struct GpuOptimizer::Impl {
         timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(rg.nsin.data(), pr, g.k_tot, C, gemm); });
         // Into the reverse payload, which is zero except where this step writes (no full memset).
         timed(rc, rg, "scatter", s, [&] {
-          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.rev.data(), s,
-                               /*zero_first=*/false);
+          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C,
+                               rg.rev.data(), s, /*zero_first=*/false);
         });
       } else {
         post(rg.recv.data(), g.pl, nullptr, static_cast<float>(cfg.ef), true);
@@ -355,7 +358,8 @@ struct GpuOptimizer::Impl {
     } else {  // capped_packed
       const CappedShape sh = shape(g, rc.rank);
       if (phase == 0) {
-        timed(rc, rg, "momentum_norms", s, [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
+        timed(rc, rg, "momentum_norms", s,
+              [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
         timed(rc, rg, "pad_norms", s, [&] { pad_norms(rg.keys.data(), N, L, g.pl, rg.pnorms.data(), s); });
       } else if (phase == 1) {
         timed(rc, rg, "select", s, [&] {

@@ -135,8 +135,8 @@ __global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, lon
 // ones — the §2.6.1 `B` update fused with AA's mirror (AA itself is left half-filled).
 constexpr int kTile = 32;
 template <bool kAxpby>
-__global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA, long long m, long long ld, long long sq,
-                                       long long b, float p, float q, std::uint16_t* out) {
+__global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA, long long m, long long ld,
+                                       long long sq, long long b, float p, float q, std::uint16_t* out) {
   __shared__ std::uint16_t tile[kTile][kTile + 1];
   const long long tiles = (m + kTile - 1) / kTile;
   const long long ti = blockIdx.x % tiles, tj = blockIdx.x / tiles;  // row tile, column tile
@@ -237,14 +237,17 @@ struct NewtonSchulz::Impl {
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
     std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
     int returned = 0;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, autotune ? kCandidates : 1,
-                                                        results.data(), &returned), op);
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                        autotune ? kCandidates : 1, results.data(), &returned),
+                         op);
     cublasLtMatmulPreferenceDestroy(pref);
     if (returned == 0)
       detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
     p.algo = results[0].algo;
-    for (int i = 0; i < returned; ++i)
-      if (results[static_cast<std::size_t>(i)].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[static_cast<std::size_t>(i)].algo);
+    for (int i = 0; i < returned; ++i) {
+      const auto& r = results[static_cast<std::size_t>(i)];
+      if (r.state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(r.algo);
+    }
     p.tuned = p.candidates.size() < 2;
     return plans.emplace(key, p).first->second;
   }
@@ -262,8 +265,8 @@ struct NewtonSchulz::Impl {
     return {static_cast<unsigned>(t * t), static_cast<unsigned>(batch)};
   }
   void mirror(bf16_bits* A, long long m, long long ld, long long sq, long long b, int batch, StreamHandle s) {
-    symmetric_tiles_kernel<false><<<tile_grid(m, batch), dim3(kTile, 8), 0, detail::stream(s)>>>(A, nullptr, m, ld, sq, b,
-                                                                                                 0.0F, 0.0F, nullptr);
+    symmetric_tiles_kernel<false>
+        <<<tile_grid(m, batch), dim3(kTile, 8), 0, detail::stream(s)>>>(A, nullptr, m, ld, sq, b, 0.0F, 0.0F, nullptr);
     DIONSIM_LAUNCH_CHECK("newton_schulz (mirror)");
   }
 
@@ -396,12 +399,12 @@ void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t 
       const long long o = i * b, w = m - o;
       im.gemm_cm(false, false, b, w, m, A + o, ld, sq, A + o * ld, ld, sq, AA + o + o * ld, ld, sq, batch, s);
     }
+    const auto pb = static_cast<float>(abc[1]), qc = static_cast<float>(abc[2]);
     if (nb > 1) {  // B from the full A and AA's upper blocks (AA's mirror fused in)
-      symmetric_tiles_kernel<true><<<Impl::tile_grid(m, batch), dim3(kTile, 8), 0, st>>>(
-          im.A.data(), im.AA.data(), m, ld, sq, b, static_cast<float>(abc[1]), static_cast<float>(abc[2]), im.Bm.data());
+      symmetric_tiles_kernel<true><<<Impl::tile_grid(m, batch), dim3(kTile, 8), 0, st>>>(im.A.data(), im.AA.data(), m,
+                                                                                       ld, sq, b, pb, qc, im.Bm.data());
     } else {
-      axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq,
-                                                                   static_cast<float>(abc[1]), static_cast<float>(abc[2]),
+      axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq, pb, qc,
                                                                    im.Bm.data());
     }
     DIONSIM_LAUNCH_CHECK("newton_schulz (B)");

@@ -81,7 +81,8 @@ __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::ui
   }
   for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
     float w = W[wrow + j], mm = applied ? detail::load_m(M, m_bf16, wrow + j) : 0.0F;
-    post_one(w, mm, applied, applied ? detail::bf16_to_float(u[j]) : 0.0F, scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
+    const float uj = applied ? detail::bf16_to_float(u[j]) : 0.0F;
+    post_one(w, mm, applied, uj, scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
     W[wrow + j] = w;
     if (applied) detail::store_m(M, m_bf16, wrow + j, mm);
   }
@@ -149,7 +150,8 @@ void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, con
   const bool bf16 = dtype == MomentumDtype::bf16;
   const float decay = 1.0F - p.lr * p.weight_decay;  // fp32, as the CPU reference step forms it
   masked_post_kernel<<<dim3(static_cast<unsigned>(L), static_cast<unsigned>(N)), kThreads, 0, detail::stream(s)>>>(
-      W, M, bf16, U, u_row, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16), p.round_update_bf16, p.param_bf16);
+      W, M, bf16, U, u_row, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16),
+      p.round_update_bf16, p.param_bf16);
   DIONSIM_LAUNCH_CHECK("masked_post");
 }
 

@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       DeviceArray<float> tmp(n);
       fill_random(tmp.data(), static_cast<std::int64_t>(n), 7, 1.0F, s);
       DeviceArray<bf16_bits> X(n), X0(n);
-      pad_shards_bf16(tmp.data(), MomentumDtype::fp32, static_cast<int>(batch), static_cast<int>(batch), rows, rows, cols, X0.data(), s);
+      pad_shards_bf16(tmp.data(), MomentumDtype::fp32, static_cast<int>(batch), static_cast<int>(batch), rows, rows,
+                      cols, X0.data(), s);
       const double copy_ms = median_ms(s, iters, [&] { copy_device(X.data(), X0.data(), X0.bytes(), s); });
       double plain = 0;
       for (int blocks : {1, 2, 4, 8, 16}) {
@@ -121,8 +122,9 @@ int main(int argc, char** argv) {
                             ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
                           }) - copy_ms;
         if (blocks == 1) plain = ms;
-        std::printf("%4lld x %6lld x %6lld %7lld %7d %10.3f %10.3f\n", static_cast<long long>(batch), static_cast<long long>(rows),
-                    static_cast<long long>(cols), static_cast<long long>(m), blocks, ms, ms / plain);
+        std::printf("%4lld x %6lld x %6lld %7lld %7d %10.3f %10.3f\n", static_cast<long long>(batch),
+                    static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m), blocks, ms,
+                    ms / plain);
       }
       {  // the default block rows with autotuned GEMM algorithms (tuned in median_ms's warm-up runs)
         NewtonSchulz ns(NsKind::polar_express);

@@ -273,8 +273,11 @@ TEST_CASE("overlapped stream layouts give the single-stream step's results bit f
     return r;
   };
   const Result base = run(StreamMode::single, 3);
-  for (const auto& [mode, in_flight] : std::vector<std::pair<StreamMode, int>>{
-           {StreamMode::overlap, 3}, {StreamMode::overlap, 2}, {StreamMode::overlap_ns_first, 3}, {StreamMode::overlap_aux_first, 1}}) {
+  const std::vector<std::pair<StreamMode, int>> layouts{{StreamMode::overlap, 3},
+                                                         {StreamMode::overlap, 2},
+                                                         {StreamMode::overlap_ns_first, 3},
+                                                         {StreamMode::overlap_aux_first, 1}};
+  for (const auto& [mode, in_flight] : layouts) {
     INFO("scope " << opt::to_string(scope) << " " << opt::to_string(kind) << " mode " << static_cast<int>(mode)
                   << " in flight " << in_flight);
     const Result r = run(mode, in_flight);
