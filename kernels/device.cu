@@ -56,6 +56,15 @@ StreamHandle create_stream() {
   DIONSIM_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create stream");
   return s;
 }
+StreamHandle create_stream(int priority) {
+  if (priority == 0) return create_stream();
+  int least = 0, greatest = 0;
+  DIONSIM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest), "stream priority range");
+  cudaStream_t s = nullptr;
+  DIONSIM_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority > 0 ? greatest : least),
+                     "create stream (priority)");
+  return s;
+}
 void destroy_stream(StreamHandle s) {
   if (s != nullptr) (void)cudaStreamDestroy(detail::stream(s));
 }

@@ -31,6 +31,9 @@ using StreamHandle = void*;
 
 void set_device(int device);
 StreamHandle create_stream();
+// A non-blocking stream with the given priority: 0 = default, > 0 = the device's highest
+// (scheduled first when both have blocks ready), < 0 = its lowest.
+StreamHandle create_stream(int priority);
 void destroy_stream(StreamHandle s);
 void synchronize(StreamHandle s);  // host waits for the stream (tests and benchmarks only)
 void device_synchronize();

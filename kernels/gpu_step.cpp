@@ -52,8 +52,9 @@ struct RankGroup {
   std::int64_t L = 0;
   DeviceArray<float> W, G, V, keys, row_scale;
   DeviceArray<std::uint8_t> M;  // momentum bytes (fp32 or bf16)
-  DeviceArray<bf16_bits> U;     // [N][L][C] update rows for the post (local, capped)
+  DeviceArray<std::int32_t> u_row;  // [N][L] local, capped: row of the reverse payload holding (m, r)'s update, -1 none
   DeviceArray<bf16_bits> send, recv, ns, nsin;
+  DeviceArray<bf16_bits> rev;  // global: the reverse payload [w][pr][pl][C], all zero between steps
   DeviceArray<std::uint8_t> mask;
   DeviceArray<std::int32_t> index, count;
   // global (owner side)
@@ -66,11 +67,18 @@ struct RankGroup {
   DeviceArray<std::int32_t> slot_src, route;
   std::unique_ptr<CappedScratch> scratch;
   Event compute_done, coll_done;
+  // Streams of this task: `aux` takes its memory-bound kernels (the compute stream in single-stream
+  // mode), `cur` is where its last kernel went; `hop` orders a kernel after that one on another stream.
+  StreamHandle aux = nullptr, cur = nullptr;
+  Event hop;
 };
 
 struct RankCtx {
   int rank = 0, device = 0;
   StreamHandle compute = nullptr, comm = nullptr;
+  std::vector<StreamHandle> aux;                 // overlap modes: one per in-flight task slot
+  std::unique_ptr<Event> step_begin;             // the step's start on the compute stream
+  std::vector<std::unique_ptr<Event>> aux_done;  // each aux stream's end of the step
   std::unique_ptr<NewtonSchulz> ns;
   DeviceArray<long long> stats;  // [winners, deferred] of the current step
   std::vector<std::unique_ptr<RankGroup>> groups;
@@ -90,14 +98,17 @@ struct GpuOptimizer::Impl {
   StepTransport& tr;
   bool timing;
   int max_in_flight;
+  StreamMode streams;
+  bool ns_autotune;
   std::vector<opt::GroupPlan> plans;
   std::vector<std::vector<std::size_t>> members;
   std::vector<RankCtx> ranks;
   MomentumDtype mdt;
   std::uint64_t steps_done = 0;
 
-  Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif)
-      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif),
+  Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif, StreamMode sm,
+       bool tune)
+      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm), ns_autotune(tune),
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
   [[nodiscard]] std::int64_t w() const { return cfg.world; }
@@ -147,15 +158,27 @@ struct GpuOptimizer::Impl {
       rc.device = tr.device(l);
       set_device(rc.device);
       set_error_rank(rc.rank);
-      rc.compute = create_stream();
+      rc.compute = create_stream(streams == StreamMode::overlap_ns_first ? 1 : 0);
       rc.comm = tr.comm_stream(l);
+      if (streams != StreamMode::single) {
+        rc.step_begin = std::make_unique<Event>();
+        // Tasks active together get distinct slots (gi mod slots) whenever they are consecutive
+        // groups; sharing one only serializes them.
+        const std::size_t slots = std::min<std::size_t>(static_cast<std::size_t>(max_in_flight), plans.size());
+        for (std::size_t i = 0; i < slots; ++i) {
+          rc.aux.push_back(create_stream(streams == StreamMode::overlap_aux_first ? 1 : 0));
+          rc.aux_done.push_back(std::make_unique<Event>());
+        }
+      }
       rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express : NsKind::quintic,
                                              static_cast<float>(cfg.epsilon));
+      rc.ns->set_autotune(ns_autotune);
       rc.stats = DeviceArray<long long>(2, "capped stats");
       for (const auto& g : plans) {
         auto rg = std::make_unique<RankGroup>();
         const std::int64_t N = g.N, C = g.cols, L = rows_of(g, rc.rank), pr = g.pr, W = w();
         rg->L = L;
+        rg->aux = rg->cur = rc.aux.empty() ? rc.compute : rc.aux[rc.groups.size() % rc.aux.size()];
         const auto NLC = at(N * L * C);
         rg->W = DeviceArray<float>(NLC, "W");
         rg->G = DeviceArray<float>(NLC, "G");
@@ -175,12 +198,14 @@ struct GpuOptimizer::Impl {
           memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);  // virtual matrices stay zero
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.k * C), "local recv");
           rg->ns = DeviceArray<bf16_bits>(at(pr * g.kw * C), "local ns");
-          rg->U = DeviceArray<bf16_bits>(NLC, "U");
+          rg->u_row = DeviceArray<std::int32_t>(at(N * L), "local post row map");
           rc.ns->reserve(static_cast<int>(pr), g.kw, C);
         } else if (g.path == opt::Path::global) {
           rg->send = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global send");
           memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global recv");
+          rg->rev = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global reverse payload");
+          memset_device(rg->rev.data(), 0, rg->rev.bytes(), rc.compute);
           rg->gkeys = DeviceArray<float>(at(g.Np * g.pl), "global keys (received order)");
           rg->nsin = DeviceArray<bf16_bits>(at(pr * g.k_tot * C), "global ns input");
           rg->akeys = DeviceArray<float>(at(pr * W * g.pl), "global keys");
@@ -199,7 +224,7 @@ struct GpuOptimizer::Impl {
           rg->ns = DeviceArray<bf16_bits>(at(pr * g.kw * C), "capped ns");
           rg->slot_src = DeviceArray<std::int32_t>(at(W * g.B), "capped slot map");
           rg->route = DeviceArray<std::int32_t>(at(W * g.B), "capped route");
-          rg->U = DeviceArray<bf16_bits>(NLC, "U");
+          rg->u_row = DeviceArray<std::int32_t>(at(N * L), "capped post row map");
           rg->scratch = std::make_unique<CappedScratch>(shape(g, rc.rank));
           rc.ns->reserve(static_cast<int>(pr), g.kw, C);
         }
@@ -228,15 +253,24 @@ struct GpuOptimizer::Impl {
     return p;
   }
 
-  // Marks a kernel-class span on the compute stream (timing only).
+  // Continues task `rg`'s kernel sequence on stream `s`: orders it after the task's last kernel.
+  static void move_to(RankGroup& rg, StreamHandle s) {
+    if (rg.cur == s) return;
+    rg.hop.record(rg.cur);
+    rg.hop.wait(s);
+    rg.cur = s;
+  }
+
+  // Issues a kernel class of task `rg` on stream `s`, marking its span there (timing only).
   template <class F>
-  void timed(RankCtx& rc, const std::string& label, F&& issue) {
+  void timed(RankCtx& rc, RankGroup& rg, const std::string& label, StreamHandle s, F&& issue) {
+    move_to(rg, s);
     if (!timing) { issue(); return; }
     TimingEvent& a = rc.marks.next();
-    a.record(rc.compute);
+    a.record(s);
     issue();
     TimingEvent& b = rc.marks.next();
-    b.record(rc.compute);
+    b.record(s);
     rc.spans.push_back({label, &a, &b, true});
   }
 
@@ -244,96 +278,111 @@ struct GpuOptimizer::Impl {
   void compute_phase(RankCtx& rc, std::size_t gi, int phase) {
     const opt::GroupPlan& g = plans[gi];
     RankGroup& rg = *rc.groups[gi];
-    const StreamHandle s = rc.compute;
+    const StreamHandle s = rg.aux, gemm = rc.compute;  // memory-bound kernels, NS GEMMs
     const int N = static_cast<int>(g.N), pr = static_cast<int>(g.pr), W = static_cast<int>(w());
     const std::int64_t C = g.cols, L = rg.L;
     const bool nordion = cfg.optimizer == opt::OptimizerKind::nordion2;
-    auto post = [&](const bf16_bits* U, std::int64_t u_rows, float ef, bool round_update) {
+    // U [N][u_rows][C], or with u_row the rows of a receive buffer named by the row map.
+    auto post = [&](const bf16_bits* U, std::int64_t u_rows, const std::int32_t* u_row, float ef, bool round_update) {
       PostParams p = post_params(g);
       p.ef = ef;
       p.round_update_bf16 = round_update;
       if (nordion)
-        timed(rc, "normalize", [&] {
+        timed(rc, rg, "normalize", s, [&] {
           nordion2_row_scale(U, N, L, u_rows, C, rg.V.data(), static_cast<float>(cfg.muon_beta2), rg.row_scale.data(), s,
-                             mdt == MomentumDtype::bf16);
+                             mdt == MomentumDtype::bf16, u_row);
         });
-      timed(rc, "post", [&] {
-        masked_post(rg.W.data(), rg.M.data(), mdt, U, nordion ? rg.row_scale.data() : nullptr, N, L, u_rows, C, p, s);
+      timed(rc, rg, "post", s, [&] {
+        masked_post(rg.W.data(), rg.M.data(), mdt, U, nordion ? rg.row_scale.data() : nullptr, N, L, u_rows, C, p, s,
+                    u_row);
       });
     };
     if (g.path == opt::Path::local) {
       if (phase == 0) {
-        timed(rc, "momentum_norms", [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
-        timed(rc, "select", [&] {
+        timed(rc, rg, "momentum_norms", s,
+              [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
+        timed(rc, rg, "select", s, [&] {
           stable_topk_mask(rg.keys.data(), N, L, std::min(g.k, L), rg.mask.data(), nullptr, s);
           compact_mask(rg.mask.data(), N, L, rg.index.data(), rg.count.data(), s);
         });
-        timed(rc, "gather_rows", [&] {  // pre-decay bf16 copy + EF decay of the selected rows, one pass
+        timed(rc, rg, "gather_rows", s, [&] {  // pre-decay bf16 copy + EF decay of the selected rows, one pass
           gather_rows_bf16(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, L, g.k, C, rg.send.data(), s,
                            static_cast<float>(cfg.ef));
         });
       } else if (phase == 1) {
-        timed(rc, "assemble", [&] { interleave_blocks(rg.recv.data(), W, pr, g.k, C, rg.ns.data(), s); });
-        timed(rc, "ns_gemm", [&] { rc.ns->run(rg.ns.data(), pr, g.kw, C, s); });
-        timed(rc, "repack", [&] { deinterleave_blocks(rg.ns.data(), W, pr, g.k, C, rg.send.data(), s); });
+        timed(rc, rg, "assemble", s, [&] { interleave_blocks(rg.recv.data(), W, pr, g.k, C, rg.ns.data(), s); });
+        timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(rg.ns.data(), pr, g.kw, C, gemm); });
+        timed(rc, rg, "repack", s, [&] { deinterleave_blocks(rg.ns.data(), W, pr, g.k, C, rg.send.data(), s); });
       } else {
-        timed(rc, "scatter", [&] {
-          scatter_rows_bf16(rg.recv.data(), rg.index.data(), rg.count.data(), N, g.k, L, C, rg.U.data(), s);
+        // The post reads matrix m's t-th selected row where it came back (row m*k + t): no scatter.
+        timed(rc, rg, "row_map", s, [&] {
+          row_map_from_index(rg.index.data(), rg.count.data(), N, L, g.k, rg.u_row.data(), s);
         });
-        post(rg.U.data(), L, 1.0F, false);  // EF already applied before the a2a; indexed post: no bf16 rounding
+        // EF was applied before the a2a; indexed post: no bf16 rounding of the update.
+        post(rg.recv.data(), L, rg.u_row.data(), 1.0F, false);
       }
     } else if (g.path == opt::Path::global) {
       if (phase == 0) {
         // M += G fused with the bf16 copy into the padded payload [Np][pl][C] (pad rows and virtual
         // matrices stay zero: zeroed at allocation, and NS keeps zero rows zero on the way back).
-        timed(rc, "momentum_norms", [&] {
+        timed(rc, rg, "momentum_norms", s, [&] {
           accumulate_row_l1_copy(rg.G.data(), rg.M.data(), mdt, N, L, g.pl, C, rg.keys.data(), rg.send.data(), s);
         });
       } else if (phase == 1) {
         // The owner reads its assembled matrices straight from the received [w][pr][pl][C] blocks.
         const std::int64_t Sp = W * g.pl;
-        timed(rc, "norms", [&] {
+        timed(rc, rg, "norms", s, [&] {
           row_l1_bf16(rg.recv.data(), g.Np * g.pl, C, rg.gkeys.data(), s);             // [w][pr][pl]
           gather_to_matrix_major(rg.gkeys.data(), W, pr, g.pl, rg.akeys.data(), s);    // [pr][w*pl]
         });
-        timed(rc, "select", [&] {
+        timed(rc, rg, "select", s, [&] {
           stable_topk_mask(rg.akeys.data(), pr, Sp, g.k_tot, rg.amask.data(), nullptr, s);
           compact_mask(rg.amask.data(), pr, Sp, rg.aindex.data(), rg.acount.data(), s);
         });
-        timed(rc, "gather_rows", [&] {
+        timed(rc, rg, "gather_rows", s, [&] {
           gather_rows_blocked(rg.recv.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.nsin.data(), s);
         });
-        timed(rc, "ns_gemm", [&] { rc.ns->run(rg.nsin.data(), pr, g.k_tot, C, s); });
-        timed(rc, "scatter", [&] {
-          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.send.data(), s);
+        timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(rg.nsin.data(), pr, g.k_tot, C, gemm); });
+        // Into the reverse payload, which is zero except where this step writes (no full memset).
+        timed(rc, rg, "scatter", s, [&] {
+          scatter_rows_blocked(rg.nsin.data(), rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C,
+                               rg.rev.data(), s, /*zero_first=*/false);
         });
       } else {
-        post(rg.recv.data(), g.pl, static_cast<float>(cfg.ef), true);
+        post(rg.recv.data(), g.pl, nullptr, static_cast<float>(cfg.ef), true);
+        timed(rc, rg, "scatter", s, [&] {  // the reverse a2a has sent it: clear the rows written above
+          scatter_rows_blocked(nullptr, rg.aindex.data(), rg.acount.data(), W, pr, g.pl, g.k_tot, C, rg.rev.data(), s,
+                               /*zero_first=*/false);
+        });
       }
     } else {  // capped_packed
       const CappedShape sh = shape(g, rc.rank);
       if (phase == 0) {
-        timed(rc, "momentum_norms", [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
-        timed(rc, "pad_norms", [&] { pad_norms(rg.keys.data(), N, L, g.pl, rg.pnorms.data(), s); });
+        timed(rc, rg, "momentum_norms", s,
+              [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * L, C, rg.keys.data(), s); });
+        timed(rc, rg, "pad_norms", s, [&] { pad_norms(rg.keys.data(), N, L, g.pl, rg.pnorms.data(), s); });
       } else if (phase == 1) {
-        timed(rc, "select", [&] {
+        timed(rc, rg, "select", s, [&] {
           gather_to_matrix_major(rg.gathered.data(), W, N, g.pl, rg.gkeys.data(), s);
           stable_topk_mask(rg.gkeys.data(), N, W * g.pl, g.k_tot, rg.winners.data(), rg.thresh.data(), s);
         });
-        timed(rc, "pack", [&] {
+        timed(rc, rg, "pack", s, [&] {
           capped_pack(sh, rg.M.data(), mdt, rg.keys.data(), rg.winners.data(), rg.thresh.data(), *rg.scratch,
                       rg.send.data(), rg.slot_src.data(), rc.stats.data(), s);
         });
       } else if (phase == 2) {
-        timed(rc, "assemble", [&] {
+        timed(rc, rg, "assemble", s, [&] {
           capped_route(sh, rg.recv.data(), rg.route.data(), s);
           capped_assemble(sh, rg.recv.data(), rg.route.data(), rg.ns.data(), s);
         });
-        timed(rc, "ns_gemm", [&] { rc.ns->run(rg.ns.data(), pr, g.kw, C, s); });
-        timed(rc, "repack", [&] { capped_repack(sh, rg.ns.data(), rg.route.data(), rg.send.data(), s); });
+        timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(rg.ns.data(), pr, g.kw, C, gemm); });
+        timed(rc, rg, "repack", s, [&] { capped_repack(sh, rg.ns.data(), rg.route.data(), rg.send.data(), s); });
       } else {
-        timed(rc, "unpack", [&] { capped_unpack(sh, rg.recv.data(), rg.slot_src.data(), rg.U.data(), s); });
-        post(rg.U.data(), L, static_cast<float>(cfg.ef), true);
+        // §4.8's unpack inverted into a row map: the post reads each row's update from its slot.
+        timed(rc, rg, "row_map", s, [&] {
+          row_map_from_slots(rg.slot_src.data(), W * g.B, static_cast<std::int64_t>(N) * L, rg.u_row.data(), s);
+        });
+        post(rg.recv.data(), L, rg.u_row.data(), static_cast<float>(cfg.ef), true);
       }
     }
   }
@@ -356,7 +405,8 @@ struct GpuOptimizer::Impl {
         count = static_cast<std::size_t>(g.N * g.pl);
         t = WireType::fp32;
       } else {
-        send.push_back(rg.send.data());
+        const bool global_rev = g.path == opt::Path::global && name == "a2a_rev";
+        send.push_back(global_rev ? rg.rev.data() : rg.send.data());
         recv.push_back(rg.recv.data());
         if (g.path == opt::Path::local) count = static_cast<std::size_t>(g.pr * g.k) * C;
         else if (g.path == opt::Path::global) count = static_cast<std::size_t>(g.pr * g.pl) * C;
@@ -365,7 +415,7 @@ struct GpuOptimizer::Impl {
     }
     for (auto& rc : ranks) {
       set_device(rc.device);
-      rc.groups[gi]->compute_done.record(rc.compute);
+      rc.groups[gi]->compute_done.record(rc.groups[gi]->cur);
     }
     for (auto& rc : ranks) {
       set_device(rc.device);
@@ -401,13 +451,17 @@ struct GpuOptimizer::Impl {
     for (auto& rc : ranks) {
       set_device(rc.device);
       set_error_rank(rc.rank);
-      if (phase > 0) rc.groups[gi]->coll_done.wait(rc.compute);
+      RankGroup& rg = *rc.groups[gi];
+      if (phase > 0) {  // every phase starts with memory-bound kernels
+        rg.coll_done.wait(rg.aux);
+        rg.cur = rg.aux;
+      }
       TimingEvent* a = nullptr;
-      if (timing) { a = &rc.marks.next(); a->record(rc.compute); }
+      if (timing) { a = &rc.marks.next(); a->record(rg.cur); }
       compute_phase(rc, gi, phase);
       if (timing) {
         TimingEvent& b = rc.marks.next();
-        b.record(rc.compute);
+        b.record(rg.cur);
         rc.spans.push_back({"group" + std::to_string(gi) + "/P" + std::to_string(phase), a, &b, false});
       }
     }
@@ -423,6 +477,11 @@ struct GpuOptimizer::Impl {
       rc.coll_spans.clear();
       if (timing) { rc.step_start = &rc.marks.next(); rc.step_start->record(rc.compute); }
       memset_device(rc.stats.data(), 0, rc.stats.bytes(), rc.compute);
+      if (!rc.aux.empty()) {  // aux streams start after everything before the step (and the memset)
+        rc.step_begin->record(rc.compute);
+        for (StreamHandle a : rc.aux) rc.step_begin->wait(a);
+      }
+      for (auto& rg : rc.groups) rg->cur = rg->aux;
     }
     // AsyncRuntime (§1.7): admit one new task per round while fewer than max_in_flight are active,
     // newest first, then advance every active task by one phase.
@@ -443,6 +502,10 @@ struct GpuOptimizer::Impl {
     }
     for (auto& rc : ranks) {
       set_device(rc.device);
+      for (std::size_t i = 0; i < rc.aux.size(); ++i) {  // the compute stream ends after every aux stream
+        rc.aux_done[i]->record(rc.aux[i]);
+        rc.aux_done[i]->wait(rc.compute);
+      }
       if (timing) { rc.step_end = &rc.marks.next(); rc.step_end->record(rc.compute); }
     }
     ++steps_done;
@@ -450,8 +513,8 @@ struct GpuOptimizer::Impl {
 };
 
 GpuOptimizer::GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
-                           bool timing, int max_in_flight)
-    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight)) {
+                           bool timing, int max_in_flight, StreamMode streams, bool ns_autotune)
+    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight, streams, ns_autotune)) {
   if (max_in_flight < 1) throw_bad_usage("max_in_flight", std::to_string(max_in_flight), "an integer >= 1");
   impl_->plan_groups();
   impl_->allocate();
@@ -461,12 +524,14 @@ GpuOptimizer::~GpuOptimizer() {
   for (auto& rc : impl_->ranks) {
     set_device(rc.device);
     try {
+      for (StreamHandle a : rc.aux) kernels::synchronize(a);
       kernels::synchronize(rc.compute);
       kernels::synchronize(rc.comm);
     } catch (...) {  // destructor: never throw; buffers are freed regardless
     }
     rc.groups.clear();
     rc.ns.reset();
+    for (StreamHandle a : rc.aux) destroy_stream(a);
     destroy_stream(rc.compute);
   }
 }
@@ -595,14 +660,22 @@ std::vector<std::vector<std::int64_t>> GpuOptimizer::last_applied_rows() const {
       const auto& g = im.plans[gi];
       const RankGroup& rg = *rc.groups[gi];
       if (rg.L == 0) continue;
-      // Applied rows = rows whose update row is nonzero (masked posts, §2.5); for local the
-      // selected rows (indexed post).
-      const bf16_bits* U = g.path == opt::Path::global ? rg.recv.data() : rg.U.data();
-      const std::int64_t u_rows = g.path == opt::Path::global ? g.pl : rg.L;
-      std::vector<bf16_bits> host(static_cast<std::size_t>(g.N * u_rows * g.cols));
-      copy_to_host(host.data(), U, host.size() * 2);
-      std::vector<std::int32_t> idx, cnt;
-      if (g.path == opt::Path::local) { idx = rg.index.download(); cnt = rg.count.download(); }
+      // Applied rows = rows whose update row is nonzero (masked posts, §2.5; capped: the row of the
+      // reverse payload the row map names); for local the selected rows (indexed post).
+      std::vector<std::int32_t> idx, cnt, map;
+      std::vector<bf16_bits> host;
+      if (g.path == opt::Path::local) {
+        idx = rg.index.download();
+        cnt = rg.count.download();
+      } else {
+        host = rg.recv.download();
+        if (g.path == opt::Path::capped_packed) map = rg.u_row.download();
+      }
+      auto update_row = [&](std::int64_t m, std::int64_t r) -> const bf16_bits* {
+        if (map.empty()) return host.data() + (m * g.pl + r) * g.cols;  // global: [Np][pl][C]
+        const std::int32_t i = map[static_cast<std::size_t>(m * rg.L + r)];
+        return i < 0 ? nullptr : host.data() + static_cast<std::int64_t>(i) * g.cols;
+      };
       for (std::int64_t m = 0; m < g.N; ++m) {
         auto& rows = out[im.members[gi][static_cast<std::size_t>(m)]];
         if (g.path == opt::Path::local) {
@@ -611,8 +684,9 @@ std::vector<std::vector<std::int64_t>> GpuOptimizer::last_applied_rows() const {
           continue;
         }
         for (std::int64_t r = 0; r < rg.L; ++r) {
-          const bf16_bits* u = host.data() + (m * u_rows + r) * g.cols;
-          if (std::any_of(u, u + g.cols, [](bf16_bits b) { return (b & 0x7fffu) != 0; })) rows.push_back(rc.rank * g.pl + r);
+          const bf16_bits* u = update_row(m, r);
+          if (u != nullptr && std::any_of(u, u + g.cols, [](bf16_bits b) { return (b & 0x7fffu) != 0; }))
+            rows.push_back(rc.rank * g.pl + r);
         }
       }
     }

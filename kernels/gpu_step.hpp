@@ -5,6 +5,11 @@
 // transport's communication stream; megabatches run as the reference's AsyncRuntime does (§1.7):
 // up to `max_in_flight` tasks, each split into phases at its collectives; a phase waits for its
 // task's previous collective with a device-side event wait — no host synchronization in step().
+// With StreamMode::overlap the Newton-Schulz GEMMs stay on the compute stream while each in-flight
+// megabatch's memory-bound kernels (momentum, selection, gather/scatter, pack, post) run on an
+// auxiliary stream of their own, so they overlap other megabatches' NS; events order every kernel
+// of a task after the one before it, so the results are those of the single-stream step. Measured
+// on H200 it hides nothing (docs/gpu.md): the default is one compute stream.
 // Not supported (UsageError before any work): the unsharded DDP / single paths, column
 // selection, Gram NS.
 #include <cstdint>
@@ -33,10 +38,17 @@ struct StepTiming {
   std::vector<CollectiveTiming> collectives;
 };
 
+// single: every kernel on the compute stream. overlap: memory-bound kernels on per-task auxiliary
+// streams (default priority). overlap_ns_first: the same with the NS (compute) stream at the
+// device's highest priority, so GEMM blocks are scheduled before auxiliary ones; overlap_aux_first:
+// the auxiliary streams at the highest priority instead.
+enum class StreamMode { single, overlap, overlap_ns_first, overlap_aux_first };
+
 class GpuOptimizer {
  public:
   GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
-               bool timing = false, int max_in_flight = 3);
+               bool timing = false, int max_in_flight = 3, StreamMode streams = StreamMode::single,
+               bool ns_autotune = false);  // NewtonSchulz::set_autotune: the first step synchronizes
   ~GpuOptimizer();
   GpuOptimizer(const GpuOptimizer&) = delete;
   GpuOptimizer& operator=(const GpuOptimizer&) = delete;

@@ -1,6 +1,9 @@
 #include "kernels/measure.hpp"
 
 #include <algorithm>
+#include <array>
+#include <string>
+#include <utility>
 
 #include "common/error.hpp"
 #include "common/launch.hpp"
@@ -16,7 +19,31 @@ double median(std::vector<double> v) {
   const std::size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+constexpr std::array<std::pair<StreamMode, const char*>, 4> kStreamModes{{{StreamMode::single, "single"},
+                                                                         {StreamMode::overlap, "overlap"},
+                                                                         {StreamMode::overlap_ns_first, "ns_first"},
+                                                                         {StreamMode::overlap_aux_first, "aux_first"}}};
+
+StreamMode streams_from_env(StreamMode fallback) {
+  const char* env = std::getenv("DIONSIM_GPU_STREAMS");
+  if (env == nullptr || *env == '\0') return fallback;
+  for (const auto& [m, name] : kStreamModes)
+    if (std::string(env) == name) return m;
+  throw_bad_usage("DIONSIM_GPU_STREAMS", env, "single, overlap, ns_first or aux_first");
+}
+bool autotune_from_env(bool fallback) {
+  const char* env = std::getenv("DIONSIM_NS_AUTOTUNE");
+  if (env == nullptr || *env == '\0') return fallback;
+  if (std::string(env) == "0" || std::string(env) == "1") return *env == '1';
+  throw_bad_usage("DIONSIM_NS_AUTOTUNE", env, "0 or 1");
+}
 }  // namespace
+
+const char* to_string(StreamMode m) {
+  for (const auto& [mode, name] : kStreamModes)
+    if (mode == m) return name;
+  return "?";
+}
 
 std::vector<Communicator> make_communicators(int gpus) {
   // common/launch.hpp's precedence: MPI launch (built with MPI), torchrun-style env, one process.
@@ -38,15 +65,20 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   std::vector<opt::ParamSpec> params;
   for (const auto& e : inv.entries)
     for (std::int64_t i = 0; i < e.count; ++i) params.push_back({e.name + "." + std::to_string(i), e.rows, e.cols});
+  const StreamMode streams = streams_from_env(cfg.streams);
+  const bool autotune = autotune_from_env(cfg.ns_autotune && cfg.warmup >= 1);
   const auto devices = list_devices();
   NcclStepTransport tr(comms);
-  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight);
+  if (autotune && cfg.warmup < 1) throw_bad_usage("--warmup", "0", ">= 1 with NS autotuning (the first step tunes)");
+  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight, streams, autotune);
   gpu.randomize_weights(cfg.seed);
 
   MeasureResult res;
   res.groups = gpu.groups();
   res.device_name = devices.at(static_cast<std::size_t>(comms.front().device())).name;
   res.rank = comms.front().rank();
+  res.streams = streams;
+  res.ns_autotune = autotune;
   res.gpus = static_cast<int>(cfg.step.world);
   for (const auto& g : res.groups) {
     res.a2a_payload_bytes += g.a2a_bytes;
@@ -100,7 +132,8 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
           {"fraction", c.step.fraction},
           {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
-          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
+          {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
+          {"ns_autotune", r.ns_autotune}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
           {"collectives", colls},
           {"metrics",
            {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),

@@ -22,7 +22,17 @@ struct MeasureConfig {
   int warmup = 3;
   std::uint64_t seed = 0;
   int max_in_flight = 3;
+  // Stream layout of the step (kernels/gpu_step.hpp). The environment variable DIONSIM_GPU_STREAMS
+  // (single | overlap | ns_first | aux_first) overrides it: a diagnostic for A/B measurements.
+  StreamMode streams = StreamMode::single;
+  // cuBLASLt autotuning of the NS GEMMs (GpuOptimizer's ns_autotune): tuned in the first warm-up
+  // step, so only with --warmup >= 1 (measured on H200: -0.5 to -0.6 ms per step, docs/gpu.md).
+  // DIONSIM_NS_AUTOTUNE=0|1 overrides it (a diagnostic, like DIONSIM_GPU_STREAMS; 1 needs a warm-up).
+  bool ns_autotune = true;
 };
+
+// "single", "overlap", "ns_first", "aux_first".
+[[nodiscard]] const char* to_string(StreamMode m);
 
 struct MeasuredCollective {
   std::string name;
@@ -44,6 +54,8 @@ struct MeasureResult {
   std::string device_name;
   int gpus = 0;
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
+  StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
+  bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE
 };
 
 // The ranks this process drives (launch::select_launch decides): under an MPI launch the single

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "kernels/check.cuh"
 #include "kernels/common.cuh"
@@ -125,16 +126,47 @@ __global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, lon
   }
 }
 
-// Symmetric Gram products computed by block rows (upper block triangle only): copy each strictly
-// lower block from its transpose. A is column-major [m x m] with leading dimension ld, per batch.
-__global__ void mirror_lower_blocks_kernel(std::uint16_t* A, long long m, long long ld, long long sq, long long b) {
+// Symmetric Gram products computed by block rows of width b (upper block triangle only): element
+// (r, c) of a column-major [m x m] matrix (leading dimension ld, `sq` elements per batch) is
+// "lower" when r/b > c/b and then equals element (c, r). One 32 x 32 tile per thread block, the
+// transposed tile staged in shared memory so that reads and writes are both coalesced.
+// kAxpby = false: mirror A's lower blocks in place (A is then the full product).
+// kAxpby = true: out = bf16(bf16(p*A) + bf16(q*AA)) with AA's lower blocks read from its upper
+// ones — the §2.6.1 `B` update fused with AA's mirror (AA itself is left half-filled).
+constexpr int kTile = 32;
+template <bool kAxpby>
+__global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA, long long m, long long ld,
+                                       long long sq, long long b, float p, float q, std::uint16_t* out) {
+  __shared__ std::uint16_t tile[kTile][kTile + 1];
+  const long long tiles = (m + kTile - 1) / kTile;
+  const long long ti = blockIdx.x % tiles, tj = blockIdx.x / tiles;  // row tile, column tile
+  const long long r0 = ti * kTile, c0 = tj * kTile;
   const long long batch = blockIdx.y;
-  std::uint16_t* a = A + batch * sq;
-  const long long total = m * m;
-  for (long long e = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; e < total;
-       e += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const long long c = e / m, r = e % m;  // column-major walk: coalesced writes
-    if (r / b > c / b) a[r + c * ld] = a[c + r * ld];
+  const long long r_last = (r0 + kTile < m ? r0 + kTile : m) - 1;
+  const bool has_lower = r_last / b > c0 / b;
+  if (!kAxpby && !has_lower) return;
+  const std::uint16_t* src = kAxpby ? AA + batch * sq : A + batch * sq;
+  if (has_lower) {  // stage the transposed tile: tile[cc][rr] = src(c0 + cc, r0 + rr)
+    for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+      const long long row = c0 + threadIdx.x, col = r0 + k;
+      if (row < m && col < m) tile[threadIdx.x][k] = src[row + col * ld];
+    }
+    __syncthreads();
+  }
+  const long long r = r0 + threadIdx.x;
+  if (r >= m) return;
+  for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
+    const long long c = c0 + k;
+    if (c >= m) break;
+    const bool lower = r / b > c / b;
+    const long long at = batch * sq + r + c * ld;
+    if constexpr (!kAxpby) {
+      if (lower) A[at] = tile[k][threadIdx.x];
+    } else {
+      const float aa = detail::bf16_to_float(lower ? tile[k][threadIdx.x] : AA[at]);
+      const float pa = detail::round_to_bf16(p * detail::bf16_to_float(A[at]));
+      out[at] = detail::float_to_bf16(pa + detail::round_to_bf16(q * aa));
+    }
   }
 }
 
@@ -145,10 +177,12 @@ unsigned elementwise_blocks(long long n) { return std::min<unsigned>(detail::blo
 struct NewtonSchulz::Impl {
   NsKind kind;
   float eps;
-  // Gram size from which the symmetric block-row products are used. Measured on H200 (results/):
-  // [4 x 5120 x 5120] 25.0 -> 23.1 ms with 4 block rows; [16 x 1280 x 5120] 5.1 -> 5.9 ms with 2
-  // (640-row GEMMs lose more efficiency than the 25 % of FLOPs saved), so only large Grams use it.
+  // Gram size from which the symmetric block-row products are used, and how many block rows.
+  // Measured on H200 (results/): [4 x 5120 x 5120] 25.0 -> 23.1 ms with 4 block rows; [16 x 1280 x
+  // 5120] 5.1 -> 5.9 ms with 2 (640-row GEMMs lose more efficiency than the 25 % of FLOPs saved),
+  // so only large Grams use it.
   long long sym_min = 2048;
+  int sym_max_blocks = 8;
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   DeviceArray<bf16_bits> A, AA, Bm, BX;
@@ -160,7 +194,11 @@ struct NewtonSchulz::Impl {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // the heuristic's list, best first (autotune)
+    bool tuned = false;
   };
+  bool autotune = false;
+  static constexpr int kCandidates = 8;
   std::map<Key, Plan> plans;
 
   Plan& plan(const Key& key) {
@@ -197,26 +235,65 @@ struct NewtonSchulz::Impl {
     // reference after Polar Express (measured on H200, cuBLAS 13; batch 2 of the same shape was exact).
     const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
-    cublasLtMatmulHeuristicResult_t result{};
+    std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
     int returned = 0;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref, 1, &result, &returned), op);
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
+                                                        autotune ? kCandidates : 1, results.data(), &returned),
+                         op);
     cublasLtMatmulPreferenceDestroy(pref);
     if (returned == 0)
       detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
-    p.algo = result.algo;
+    p.algo = results[0].algo;
+    for (int i = 0; i < returned; ++i) {
+      const auto& r = results[static_cast<std::size_t>(i)];
+      if (r.state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(r.algo);
+    }
+    p.tuned = p.candidates.size() < 2;
     return plans.emplace(key, p).first->second;
   }
 
-  // Block rows for the symmetric products: 4 for large Grams, 2 for medium, 1 = plain GEMM.
+  // Block rows for the symmetric products: the most (<= sym_max_blocks) that divide m into block
+  // rows of a multiple of 8 elements (16-byte aligned offsets); 1 = plain GEMM.
   [[nodiscard]] long long sym_blocks(long long m) const {
     if (m < sym_min) return 1;
-    if (m % 32 == 0) return 4;  // block rows 16-byte aligned
-    return m % 16 == 0 ? 2 : 1;
+    for (long long nb = sym_max_blocks; nb >= 2; --nb)
+      if (m % nb == 0 && (m / nb) % 8 == 0) return nb;
+    return 1;
+  }
+  static dim3 tile_grid(long long m, int batch) {
+    const long long t = (m + kTile - 1) / kTile;
+    return {static_cast<unsigned>(t * t), static_cast<unsigned>(batch)};
   }
   void mirror(bf16_bits* A, long long m, long long ld, long long sq, long long b, int batch, StreamHandle s) {
-    mirror_lower_blocks_kernel<<<dim3(std::min(detail::blocks_for(m * m, 256), 2048u), static_cast<unsigned>(batch)), 256, 0,
-                                 detail::stream(s)>>>(A, m, ld, sq, b);
+    symmetric_tiles_kernel<false>
+        <<<tile_grid(m, batch), dim3(kTile, 8), 0, detail::stream(s)>>>(A, nullptr, m, ld, sq, b, 0.0F, 0.0F, nullptr);
     DIONSIM_LAUNCH_CHECK("newton_schulz (mirror)");
+  }
+
+  // Autotune (first use of a shape): time each heuristic candidate on the real operands (C is
+  // rewritten by each; all GEMMs here are out of place) and keep the fastest. Synchronizes the
+  // host once per shape, so a step that meets a new shape is not asynchronous.
+  void tune(Plan& p, const bf16_bits* a, const bf16_bits* b, bf16_bits* c, StreamHandle s) {
+    const float alpha = 1.0F, beta = 0.0F;
+    EventTimer timer;
+    float best = 0;
+    for (std::size_t i = 0; i < p.candidates.size(); ++i) {
+      const cublasLtMatmulAlgo_t& algo = p.candidates[i];
+      auto once = [&] {
+        return cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo, workspace,
+                              kWorkspaceBytes, detail::stream(s));
+      };
+      if (once() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that cannot run is skipped
+      timer.start(s);
+      for (int r = 0; r < 3; ++r) DIONSIM_CUBLAS_CHECK(once(), "newton_schulz (GEMM autotune)");
+      timer.stop(s);
+      const float ms = timer.elapsed_ms();  // waits for the stream
+      if (best == 0 || ms < best) {
+        best = ms;
+        p.algo = algo;
+      }
+    }
+    p.tuned = true;
   }
 
   // Column-major C[m x n] = op(A) op(B), batched with strides (elements).
@@ -225,6 +302,7 @@ struct NewtonSchulz::Impl {
                StreamHandle s) {
     Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc});
     const float alpha = 1.0F, beta = 0.0F;
+    if (!p.tuned) tune(p, a, b, c, s);
     DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
                                         workspace, kWorkspaceBytes, detail::stream(s)),
                          "newton_schulz (GEMM)");
@@ -266,6 +344,12 @@ void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
 }
 
 void NewtonSchulz::set_symmetric_min(std::int64_t m) { impl_->sym_min = m; }
+void NewtonSchulz::set_autotune(bool on) { impl_->autotune = on; }
+void NewtonSchulz::set_symmetric_blocks(int max_blocks) {
+  if (max_blocks < 1) throw std::invalid_argument("NewtonSchulz::set_symmetric_blocks: need max_blocks >= 1");
+  impl_->sym_max_blocks = max_blocks;
+}
+std::int64_t NewtonSchulz::symmetric_blocks(std::int64_t m) const { return impl_->sym_blocks(m); }
 
 double NewtonSchulz::flops(int batch, std::int64_t rows, std::int64_t cols) {
   const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
@@ -315,10 +399,14 @@ void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t 
       const long long o = i * b, w = m - o;
       im.gemm_cm(false, false, b, w, m, A + o, ld, sq, A + o * ld, ld, sq, AA + o + o * ld, ld, sq, batch, s);
     }
-    if (nb > 1) im.mirror(AA, m, ld, sq, b, batch, s);
-    axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq,
-                                                                 static_cast<float>(abc[1]), static_cast<float>(abc[2]),
-                                                                 im.Bm.data());
+    const auto pb = static_cast<float>(abc[1]), qc = static_cast<float>(abc[2]);
+    if (nb > 1) {  // B from the full A and AA's upper blocks (AA's mirror fused in)
+      symmetric_tiles_kernel<true><<<Impl::tile_grid(m, batch), dim3(kTile, 8), 0, st>>>(im.A.data(), im.AA.data(), m,
+                                                                                       ld, sq, b, pb, qc, im.Bm.data());
+    } else {
+      axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq, pb, qc,
+                                                                   im.Bm.data());
+    }
     DIONSIM_LAUNCH_CHECK("newton_schulz (B)");
     if (!tall) im.gemm_cm(false, false, cols, rows, rows, X, cols, per, im.Bm.data(), ld, sq, im.BX.data(), cols, per, batch, s);
     else im.gemm_cm(false, false, cols, rows, cols, im.Bm.data(), ld, sq, X, cols, per, im.BX.data(), cols, per, batch, s);

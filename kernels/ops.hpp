@@ -54,10 +54,12 @@ void gather_rows_from_bf16(const bf16_bits* src, const std::int32_t* index, cons
 // out[j][t] = that row for p = index[j*w*pl + t], zero rows for t >= count[j].
 void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s);
-// Inverse into the reverse payload: send [w][pr][pl][C] zeroed, then row t of matrix j to its
-// blocked position.
+// Inverse into the reverse payload: send [w][pr][pl][C] zeroed (zero_first), then row t of matrix
+// j to its blocked position; src nullptr writes zero rows there instead (clears what an earlier
+// call with the same index wrote, so a buffer kept zero needs no full memset).
 void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
-                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s);
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s,
+                          bool zero_first = true);
 // Inverse: dst[seg][index[seg][t]] = src[seg][t] for t < count[seg]; dst rows not named are zeroed.
 void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int segments,
                        std::int64_t slots, std::int64_t rows_per_seg, std::int64_t cols, bf16_bits* dst, StreamHandle s);
@@ -148,14 +150,28 @@ struct PostParams {
 // (U is [N][u_rows][C], u_rows >= L, only the first L rows used) has a nonzero; applied rows get
 // M *= ef (ef rounded to the momentum dtype first) and W -= adjusted_lr * U * row_scale[row]
 // (row_scale nullable = 1; non-null = NorDion2, fp32 update, no bf16 rounding).
+// u_row (nullable): row (m, r)'s U row is U row u_row[m*L + r] of U taken as a flat array of rows
+// (-1: no update, the row is not applied) — the update read where it was received, no scatter pass
+// (row_map_from_index / row_map_from_slots build the map).
 void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, const float* row_scale, int N,
-                 std::int64_t L, std::int64_t u_rows, std::int64_t cols, const PostParams& p, StreamHandle s);
+                 std::int64_t L, std::int64_t u_rows, std::int64_t cols, const PostParams& p, StreamHandle s,
+                 const std::int32_t* u_row = nullptr);
+// u_row [N*L]: -1 everywhere, then u_row[m*L + index[m*L + t]] = m*k + t for t < count[m] (the
+// `local` path: matrix m's t-th selected row comes back as row m*k + t of the reverse payload).
+void row_map_from_index(const std::int32_t* index, const std::int32_t* count, int N, std::int64_t L, std::int64_t k,
+                        std::int32_t* u_row, StreamHandle s);
+// u_row [rows]: -1 everywhere, then u_row[slot_src[i]] = i for every slot i < slots with
+// slot_src[i] >= 0 (the capped unpack's map, §4.8, inverted: slots name distinct rows).
+void row_map_from_slots(const std::int32_t* slot_src, std::int64_t slots, std::int64_t rows, std::int32_t* u_row,
+                        StreamHandle s);
 
 // NorDion2 normalization (§2.8) per matrix on this rank's rows: V [N][L] fp32 is updated for
 // applied rows; row_scale [N][L] receives 1/(sqrt(V)+1e-8) * F0/max(|Ohat|_F, 1e-8) for applied
 // rows and 0 elsewhere (so masked_post applies O' = O * row_scale).
+// u_row as for masked_post.
 void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols, float* V,
-                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16 = false);
+                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16 = false,
+                        const std::int32_t* u_row = nullptr);
 
 // Deterministic pseudo-random N(0, scale^2)-like fill (hash of seed and index, Box-Muller) for
 // measurement inputs; not a statistics-grade generator.
@@ -179,6 +195,14 @@ class NewtonSchulz {
   // Gram sizes m >= this use the symmetric block-row products for X Xᵀ and A A (default 2048;
   // tests lower it to exercise the path on small shapes).
   void set_symmetric_min(std::int64_t m);
+  // At most this many block rows (default 8; 1 = plain GEMMs); the count used for a Gram size m is
+  // the largest <= it that splits m into block rows of a multiple of 8 (symmetric_blocks(m)).
+  void set_symmetric_blocks(int max_blocks);
+  // Autotune (default off): the first GEMM of each shape times up to 8 cuBLASLt heuristic
+  // candidates (all with fp32 split-K reduction) and keeps the fastest; set before the first run().
+  // It synchronizes the host once per new shape, and the choice can differ between runs.
+  void set_autotune(bool on);
+  [[nodiscard]] std::int64_t symmetric_blocks(std::int64_t m) const;
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
   static double flops(int batch, std::int64_t rows, std::int64_t cols);
   // One plain bf16 GEMM [m x k] x [k x n] through the same cuBLASLt path, batched (for the

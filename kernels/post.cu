@@ -1,6 +1,6 @@
 // Masked post (§2.5, §2.7) and NorDion2's per-row normalization (§2.8). One block per row: the
 // applied test ("U row has a nonzero") is a row reduction that must finish before the row's W and
-// M are written.
+// M are written. With a row map the U rows are read where they were received (row -1 = none).
 #include <cmath>
 #include <stdexcept>
 
@@ -27,21 +27,29 @@ __device__ inline void post_one(float& w, float& m, bool applied, float uj, floa
   m = m * ef;
 }
 
-__global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::uint16_t* U, const float* row_scale,
-                                   long long L, long long u_rows, long long cols, float decay, float neg_adj_lr,
-                                   float ef, bool round_update, bool param_bf16) {
+// Row (m, r)'s update row: U[m][r] ([N][u_rows][C]), or U row u_row[m*L + r] (nullptr for -1).
+__device__ inline const std::uint16_t* update_row(const std::uint16_t* U, const std::int32_t* u_row, long long m,
+                                                  long long r, long long L, long long u_rows, long long cols) {
+  if (u_row == nullptr) return U + (m * u_rows + r) * cols;
+  const std::int32_t i = u_row[m * L + r];
+  return i < 0 ? nullptr : U + static_cast<long long>(i) * cols;
+}
+
+__global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::uint16_t* U, const std::int32_t* u_row,
+                                   const float* row_scale, long long L, long long u_rows, long long cols, float decay,
+                                   float neg_adj_lr, float ef, bool round_update, bool param_bf16) {
   const long long m = blockIdx.y, r = blockIdx.x;
   const long long wrow = (m * L + r) * cols;
-  const std::uint16_t* u = U + (m * u_rows + r) * cols;
+  const std::uint16_t* u = update_row(U, u_row, m, r, L, u_rows, cols);
   const bool vec = cols % 4 == 0;  // rows then start 8-byte aligned for U and 16-byte for W (cudaMalloc bases)
-  int nonzero = 0;
-  if (vec) {
+  int nonzero = 0;  // stays 0 without an update row: not applied
+  if (u != nullptr && vec) {
     const uint2* u4 = reinterpret_cast<const uint2*>(u);
     for (long long q = threadIdx.x; q < cols / 4; q += blockDim.x) {
       const uint2 v = u4[q];
       nonzero |= ((v.x & 0x7fff7fffu) | (v.y & 0x7fff7fffu)) != 0;  // +-0 are zero
     }
-  } else {
+  } else if (u != nullptr) {
     for (long long j = threadIdx.x; j < cols; j += blockDim.x) nonzero |= (u[j] & 0x7fffu) != 0;
   }
   const bool applied = __syncthreads_or(nonzero) != 0;
@@ -73,17 +81,22 @@ __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::ui
   }
   for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
     float w = W[wrow + j], mm = applied ? detail::load_m(M, m_bf16, wrow + j) : 0.0F;
-    post_one(w, mm, applied, detail::bf16_to_float(u[j]), scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
+    const float uj = applied ? detail::bf16_to_float(u[j]) : 0.0F;
+    post_one(w, mm, applied, uj, scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
     W[wrow + j] = w;
     if (applied) detail::store_m(M, m_bf16, wrow + j, mm);
   }
 }
 
 // row_scale[i] = sum_j U_ij^2 for applied rows, -1 for rows that are all zero.
-__global__ void row_sumsq_kernel(const std::uint16_t* U, long long L, long long u_rows, long long cols,
-                                 float* row_scale) {
+__global__ void row_sumsq_kernel(const std::uint16_t* U, const std::int32_t* u_row, long long L, long long u_rows,
+                                 long long cols, float* row_scale) {
   const long long m = blockIdx.y, r = blockIdx.x;
-  const std::uint16_t* u = U + (m * u_rows + r) * cols;
+  const std::uint16_t* u = update_row(U, u_row, m, r, L, u_rows, cols);
+  if (u == nullptr) {
+    if (threadIdx.x == 0) row_scale[m * L + r] = -1.0F;
+    return;
+  }
   float acc = 0.0F;
   int nonzero = 0;
   for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
@@ -129,24 +142,26 @@ float momentum_ef(float ef, bool bf16) { return bf16 ? round_bf16(ef) : ef; }
 }  // namespace
 
 void masked_post(float* W, void* M, MomentumDtype dtype, const bf16_bits* U, const float* row_scale, int N,
-                 std::int64_t L, std::int64_t u_rows, std::int64_t cols, const PostParams& p, StreamHandle s) {
+                 std::int64_t L, std::int64_t u_rows, std::int64_t cols, const PostParams& p, StreamHandle s,
+                 const std::int32_t* u_row) {
   if (N < 0 || N >= 65536 || L < 0 || u_rows < L || cols <= 0)
     throw std::invalid_argument("masked_post: need 0 <= N < 65536, 0 <= L <= u_rows, cols > 0");
   if (N == 0 || L == 0) return;
   const bool bf16 = dtype == MomentumDtype::bf16;
   const float decay = 1.0F - p.lr * p.weight_decay;  // fp32, as the CPU reference step forms it
   masked_post_kernel<<<dim3(static_cast<unsigned>(L), static_cast<unsigned>(N)), kThreads, 0, detail::stream(s)>>>(
-      W, M, bf16, U, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16), p.round_update_bf16, p.param_bf16);
+      W, M, bf16, U, u_row, row_scale, L, u_rows, cols, decay, -p.adjusted_lr, momentum_ef(p.ef, bf16),
+      p.round_update_bf16, p.param_bf16);
   DIONSIM_LAUNCH_CHECK("masked_post");
 }
 
 void nordion2_row_scale(const bf16_bits* U, int N, std::int64_t L, std::int64_t u_rows, std::int64_t cols, float* V,
-                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16) {
+                        float muon_beta2, float* row_scale, StreamHandle s, bool v_bf16, const std::int32_t* u_row) {
   if (N < 0 || N >= 65536 || L < 0 || u_rows < L || cols <= 0)
     throw std::invalid_argument("nordion2_row_scale: need 0 <= N < 65536, 0 <= L <= u_rows, cols > 0");
   if (N == 0 || L == 0) return;
   row_sumsq_kernel<<<dim3(static_cast<unsigned>(L), static_cast<unsigned>(N)), kThreads, 0, detail::stream(s)>>>(
-      U, L, u_rows, cols, row_scale);
+      U, u_row, L, u_rows, cols, row_scale);
   DIONSIM_LAUNCH_CHECK("nordion2_row_scale (row sums)");
   nordion2_scale_kernel<<<static_cast<unsigned>(N), 1024, 0, detail::stream(s)>>>(L, cols, V, 1.0F - muon_beta2,
                                                                                    row_scale, v_bf16);

@@ -1,5 +1,6 @@
 // Row-wise kernels: momentum accumulate + L1 keys, bf16 keys, gathers/scatters, padding, EF on rows.
 // One block per row for the reductions (rows are >= 1k columns in every inventory we run).
+#include <algorithm>
 #include <stdexcept>
 
 #include "kernels/check.cuh"
@@ -123,6 +124,21 @@ __global__ void gather_rows_kernel(const void* src, bool m_bf16, const std::int3
   }
 }
 
+// Post row maps (ops.hpp): u_row is filled with -1 first (memset 0xff).
+__global__ void row_map_index_kernel(const std::int32_t* index, const std::int32_t* count, long long L, long long k,
+                                     std::int32_t* u_row) {
+  const long long m = blockIdx.y;
+  const long long n = count[m] < k ? count[m] : k;
+  for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<long long>(gridDim.x) * blockDim.x)
+    u_row[m * L + index[m * L + t]] = static_cast<std::int32_t>(m * k + t);
+}
+__global__ void row_map_slots_kernel(const std::int32_t* slot_src, long long slots, std::int32_t* u_row) {
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < slots;
+       i += static_cast<long long>(gridDim.x) * blockDim.x)
+    if (slot_src[i] >= 0) u_row[slot_src[i]] = static_cast<std::int32_t>(i);
+}
+
 __global__ void zero_rows_kernel(std::uint16_t* dst, long long cols) {
   zero_row(dst + static_cast<long long>(blockIdx.x) * cols, cols);
 }
@@ -154,7 +170,9 @@ __global__ void scatter_blocked_kernel(const std::uint16_t* src, const std::int3
                                        std::uint16_t* send) {
   const long long j = blockIdx.y, t = blockIdx.x;
   if (t >= count[j]) return;
-  copy_row(send + blocked_row(index[j * Sp + t], j, pr, pl) * cols, src + (j * slots + t) * cols, cols);
+  std::uint16_t* o = send + blocked_row(index[j * Sp + t], j, pr, pl) * cols;
+  if (src == nullptr) zero_row(o, cols);
+  else copy_row(o, src + (j * slots + t) * cols, cols);
 }
 
 __global__ void scale_rows_kernel(void* M, bool bf16, const std::int32_t* index, const std::int32_t* count,
@@ -292,6 +310,28 @@ void scatter_rows_bf16(const bf16_bits* src, const std::int32_t* index, const st
   DIONSIM_LAUNCH_CHECK("scatter_rows_bf16");
 }
 
+void row_map_from_index(const std::int32_t* index, const std::int32_t* count, int N, std::int64_t L, std::int64_t k,
+                        std::int32_t* u_row, StreamHandle s) {
+  require(N >= 0 && N < 65536 && L >= 0 && k >= 0 && N * k < (1LL << 31), "row_map_from_index: shape");
+  if (N == 0 || L == 0) return;
+  memset_device(u_row, 0xff, static_cast<std::size_t>(N * L) * sizeof(std::int32_t), s);
+  if (k == 0) return;
+  row_map_index_kernel<<<dim3(std::min<unsigned>(detail::blocks_for(k, 256), 1024u), static_cast<unsigned>(N)), 256, 0,
+                         detail::stream(s)>>>(index, count, L, k, u_row);
+  DIONSIM_LAUNCH_CHECK("row_map_from_index");
+}
+
+void row_map_from_slots(const std::int32_t* slot_src, std::int64_t slots, std::int64_t rows, std::int32_t* u_row,
+                        StreamHandle s) {
+  require(slots >= 0 && slots < (1LL << 31) && rows >= 0, "row_map_from_slots: shape");
+  if (rows == 0) return;
+  memset_device(u_row, 0xff, static_cast<std::size_t>(rows) * sizeof(std::int32_t), s);
+  if (slots == 0) return;
+  row_map_slots_kernel<<<std::min<unsigned>(detail::blocks_for(slots, 256), 1024u), 256, 0, detail::stream(s)>>>(
+      slot_src, slots, u_row);
+  DIONSIM_LAUNCH_CHECK("row_map_from_slots");
+}
+
 void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const std::int32_t* count, int w, int pr,
                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* out, StreamHandle s) {
   require(w > 0 && pr >= 0 && pr < 65536 && pl > 0 && slots >= 0 && cols > 0, "gather_rows_blocked: shape");
@@ -302,9 +342,10 @@ void gather_rows_blocked(const bf16_bits* recv, const std::int32_t* index, const
 }
 
 void scatter_rows_blocked(const bf16_bits* src, const std::int32_t* index, const std::int32_t* count, int w, int pr,
-                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s) {
+                          std::int64_t pl, std::int64_t slots, std::int64_t cols, bf16_bits* send, StreamHandle s,
+                          bool zero_first) {
   require(w > 0 && pr >= 0 && pr < 65536 && pl > 0 && slots >= 0 && cols > 0, "scatter_rows_blocked: shape");
-  memset_device(send, 0, static_cast<std::size_t>(w) * pr * pl * cols * 2, s);
+  if (zero_first) memset_device(send, 0, static_cast<std::size_t>(w) * pr * pl * cols * 2, s);
   if (pr == 0 || slots == 0) return;
   scatter_blocked_kernel<<<dim3(grid_dim(slots, "slots"), static_cast<unsigned>(pr)), kRowThreads, 0, detail::stream(s)>>>(
       src, index, count, pr, pl, w * pl, slots, cols, send);

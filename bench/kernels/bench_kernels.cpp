@@ -1,7 +1,8 @@
 // bench_kernels: per NS shape of a model's plan (default gpt-5120x8, world 2, fraction 0.25, the
 // three scopes' NS inputs), Polar Express TFLOP/s (nominal §2.6.4 FLOPs / CUDA-event time) against
-// cuBLASLt's own throughput on the same three GEMM shapes (X Xᵀ, A A, B X) run back to back; plus
-// the effective HBM bandwidth of the row kernels. CUDA events, median of --iters after warm-up.
+// cuBLASLt's own throughput on the same three GEMM shapes (X Xᵀ, A A, B X) run back to back; NS
+// time per number of symmetric block rows; the effective HBM bandwidth of the row kernels. CUDA
+// events, median of --iters after warm-up.
 // Usage: bench_kernels [--model M] [--world W] [--fraction F] [--iters N]
 #include <algorithm>
 #include <cstdio>
@@ -97,6 +98,46 @@ int main(int argc, char** argv) {
       std::printf("%6lld %7lld %7lld %10.3f %10.3f %10.1f %12.3f %12.1f %8.2f\n", static_cast<long long>(batch),
                   static_cast<long long>(rows), static_cast<long long>(cols), flops / 1e12, ns_net, flops / (ns_net * 1e9),
                   5 * gemm_ms, flops / (5 * gemm_ms * 1e9), (flops / (ns_net * 1e9)) / (flops / (5 * gemm_ms * 1e9)));
+    }
+    // Symmetric block rows (X Xᵀ and A A of the NS): time per block-row count, to pick the default.
+    std::printf("\n%-24s %7s %7s %10s %10s\n", "NS input (symmetric)", "m", "blocks", "NS_ms", "vs_1");
+    for (const auto& [batch, rows, cols] : shapes) {
+      const std::int64_t m = std::min(rows, cols);
+      const auto n = static_cast<std::size_t>(batch * rows * cols);
+      DeviceArray<float> tmp(n);
+      fill_random(tmp.data(), static_cast<std::int64_t>(n), 7, 1.0F, s);
+      DeviceArray<bf16_bits> X(n), X0(n);
+      pad_shards_bf16(tmp.data(), MomentumDtype::fp32, static_cast<int>(batch), static_cast<int>(batch), rows, rows,
+                      cols, X0.data(), s);
+      const double copy_ms = median_ms(s, iters, [&] { copy_device(X.data(), X0.data(), X0.bytes(), s); });
+      double plain = 0;
+      for (int blocks : {1, 2, 4, 8, 16}) {
+        NewtonSchulz ns(NsKind::polar_express);
+        ns.set_symmetric_min(1);
+        ns.set_symmetric_blocks(blocks);
+        if (blocks > 1 && ns.symmetric_blocks(m) != blocks) continue;
+        ns.reserve(static_cast<int>(batch), rows, cols);
+        const double ms = median_ms(s, iters, [&] {
+                            copy_device(X.data(), X0.data(), X0.bytes(), s);
+                            ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
+                          }) - copy_ms;
+        if (blocks == 1) plain = ms;
+        std::printf("%4lld x %6lld x %6lld %7lld %7d %10.3f %10.3f\n", static_cast<long long>(batch),
+                    static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m), blocks, ms,
+                    ms / plain);
+      }
+      {  // the default block rows with autotuned GEMM algorithms (tuned in median_ms's warm-up runs)
+        NewtonSchulz ns(NsKind::polar_express);
+        ns.set_autotune(true);
+        ns.reserve(static_cast<int>(batch), rows, cols);
+        const double ms = median_ms(s, iters, [&] {
+                            copy_device(X.data(), X0.data(), X0.bytes(), s);
+                            ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
+                          }) - copy_ms;
+        std::printf("%4lld x %6lld x %6lld %7lld %4lld+at %10.3f %10.3f\n", static_cast<long long>(batch),
+                    static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m),
+                    static_cast<long long>(ns.symmetric_blocks(m)), ms, ms / plain);
+      }
     }
     // Memory-bound kernels: effective bandwidth (bytes read + written / time).
     const std::int64_t rows = 20480, cols = 5120;

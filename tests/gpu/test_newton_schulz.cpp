@@ -52,23 +52,40 @@ TEST_CASE("Newton-Schulz single-matrix batches match the reference", "[gpu][ns]"
   }
 }
 
-TEST_CASE("symmetric block-row Gram products match the reference (2 and 4 block rows, wide and tall)", "[gpu][ns]") {
-  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{32, 96}, {64, 160}, {160, 64}, {48, 48}}) {
-    const int batch = 2;
-    const auto X = to_bf16(random_floats(batch * rows * cols, 77 + rows));
-    DeviceArray<bf16_bits> dX(X);
+TEST_CASE("symmetric block-row Gram products match the reference (2 to 8 block rows, wide and tall)", "[gpu][ns]") {
+  {
     NewtonSchulz ns(NsKind::polar_express);
-    ns.set_symmetric_min(16);  // m = 48 -> 2 block rows; m = 32, 64 -> 4
-    auto s = create_stream();
-    ns.run(dX.data(), batch, rows, cols, s);
-    synchronize(s);
-    auto want = X;
-    ref::newton_schulz(want, batch, rows, cols, NsKind::polar_express);
-    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
-    WARN("NS symmetric [" << rows << "x" << cols << "] GPU vs reference relative Frobenius error " << err);
-    CHECK(err < 1e-2);  // same bar as the plain path: only accumulation order differs
-    destroy_stream(s);
+    CHECK(ns.symmetric_blocks(5120) == 8);  // defaults: 8 block rows from m = 2048
+    CHECK(ns.symmetric_blocks(1280) == 1);
+    ns.set_symmetric_min(16);
+    ns.set_symmetric_blocks(4);
+    CHECK(ns.symmetric_blocks(48) == 3);  // 4 x 12 is not 16-byte aligned: 3 x 16
+    CHECK(ns.symmetric_blocks(36) == 1);  // no aligned split
+    CHECK_THROWS_AS(ns.set_symmetric_blocks(0), std::invalid_argument);
   }
+  // m = 32, 64, 48, 40 with tiles of 32: block rows narrower than, equal to and straddling a tile.
+  for (const int blocks : {2, 4, 8})
+    for (const auto& [rows, cols] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{32, 96}, {64, 160}, {160, 64}, {48, 48}, {40, 72}}) {
+      const int batch = 2;
+      const auto X = to_bf16(random_floats(batch * rows * cols, 77 + rows));
+      DeviceArray<bf16_bits> dX(X);
+      NewtonSchulz ns(NsKind::polar_express);
+      ns.set_symmetric_min(16);
+      ns.set_symmetric_blocks(blocks);
+      const std::int64_t m = std::min(rows, cols);
+      if (ns.symmetric_blocks(m) == 1) continue;  // m = 40 splits only into 5 x 8
+      auto s = create_stream();
+      ns.run(dX.data(), batch, rows, cols, s);
+      synchronize(s);
+      auto want = X;
+      ref::newton_schulz(want, batch, rows, cols, NsKind::polar_express);
+      const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+      WARN("NS symmetric [" << rows << "x" << cols << "] " << ns.symmetric_blocks(m)
+                            << " block rows: GPU vs reference relative Frobenius error " << err);
+      CHECK(err < 1e-2);  // same bar as the plain path: only accumulation order differs
+      destroy_stream(s);
+    }
 }
 
 TEST_CASE("Newton-Schulz keeps zero matrices and zero rows exactly zero", "[gpu][ns]") {
@@ -120,4 +137,24 @@ TEST_CASE("NewtonSchulz::gemm is a correct batched row-major GEMM", "[gpu][ns]")
       }
   CHECK(rel_frobenius(C, want) < 4e-3);  // one bf16 output rounding: <= 2^-9 relative per element
   destroy_stream(s);
+}
+
+TEST_CASE("Newton-Schulz with autotuned GEMM algorithms matches the reference", "[gpu][ns]") {
+  for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{64, 160}, {160, 64}, {12, 96}}) {
+    const int batch = 2;
+    const auto X = to_bf16(random_floats(batch * rows * cols, 91 + rows));
+    DeviceArray<bf16_bits> dX(X);
+    NewtonSchulz ns(NsKind::polar_express);
+    ns.set_autotune(true);
+    ns.set_symmetric_min(16);
+    auto s = create_stream();
+    ns.run(dX.data(), batch, rows, cols, s);  // tunes every GEMM shape on first use
+    synchronize(s);
+    auto want = X;
+    ref::newton_schulz(want, batch, rows, cols, NsKind::polar_express);
+    const double err = rel_frobenius(from_bf16(dX.download()), from_bf16(want));
+    WARN("NS autotuned [" << rows << "x" << cols << "] GPU vs reference relative Frobenius error " << err);
+    CHECK(err < 1e-2);
+    destroy_stream(s);
+  }
 }

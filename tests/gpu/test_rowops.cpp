@@ -1,6 +1,7 @@
 // Row kernels against their CPU references.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 
@@ -133,4 +134,44 @@ TEST_CASE("CUDA failures become DeviceError naming the call and the rank", "[gpu
     CHECK(e.code() == dionsim::ExitCode::device);
   }
   set_error_rank(-1);
+}
+
+// The `global` owner's row moves in the received blocked layout [w][pr][pl][C] (assembled row p
+// of matrix j = received row ((p/pl)*pr + j)*pl + p%pl), and the reverse payload kept zero between
+// steps: scatter without the full memset, then clear the same rows (src = nullptr).
+TEST_CASE("blocked gather/scatter: exact row moves; clearing restores an all-zero payload", "[gpu][rowops]") {
+  const int w = 2, pr = 2;
+  const std::int64_t pl = 5, C = 24, Sp = w * pl, slots = 4;
+  const auto recv = to_bf16(random_floats(w * pr * pl * C, 31));
+  std::vector<std::int32_t> index(pr * Sp, 0), count = {4, 1};
+  const std::vector<std::vector<std::int32_t>> picks = {{0, 4, 6, 9}, {5}};
+  for (int j = 0; j < pr; ++j)
+    for (std::size_t t = 0; t < picks[j].size(); ++t) index[j * Sp + static_cast<std::int64_t>(t)] = picks[j][t];
+  auto blocked = [&](std::int64_t p, std::int64_t j) { return ((p / pl) * pr + j) * pl + p % pl; };
+  DeviceArray<bf16_bits> drecv(recv), out(pr * slots * C), rev(recv.size()), full(recv);
+  DeviceArray<std::int32_t> di(index), dc(count);
+  auto s = create_stream();
+  memset_device(rev.data(), 0, rev.bytes(), s);
+  gather_rows_blocked(drecv.data(), di.data(), dc.data(), w, pr, pl, slots, C, out.data(), s);
+  scatter_rows_blocked(out.data(), di.data(), dc.data(), w, pr, pl, slots, C, rev.data(), s, /*zero_first=*/false);
+  scatter_rows_blocked(out.data(), di.data(), dc.data(), w, pr, pl, slots, C, full.data(), s);  // memset first
+  synchronize(s);
+  const auto o = out.download(), r = rev.download();
+  CHECK(full.download() == r);
+  for (int j = 0; j < pr; ++j) {
+    for (std::int64_t t = 0; t < slots; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const bool have = t < count[j];
+        CHECK(o[(j * slots + t) * C + c] == (have ? recv[blocked(picks[j][t], j) * C + c] : bf16_bits{0}));
+      }
+    for (std::int64_t p = 0; p < Sp; ++p) {
+      const bool picked = std::find(picks[j].begin(), picks[j].end(), p) != picks[j].end();
+      for (std::int64_t c = 0; c < C; ++c)
+        CHECK(r[blocked(p, j) * C + c] == (picked ? recv[blocked(p, j) * C + c] : bf16_bits{0}));
+    }
+  }
+  scatter_rows_blocked(nullptr, di.data(), dc.data(), w, pr, pl, slots, C, rev.data(), s, /*zero_first=*/false);
+  synchronize(s);
+  CHECK(rev.download() == std::vector<bf16_bits>(recv.size(), 0));
+  destroy_stream(s);
 }
