@@ -8,11 +8,13 @@
 
 #include "common/error.hpp"
 #include "common/launch.hpp"
+#include "tests/mpi/rank_checks.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/device.hpp"
 #include "kernels/transport.hpp"
 
 using namespace dionsim;
+using namespace dionsim::testing;
 using namespace dionsim::kernels;
 
 namespace {

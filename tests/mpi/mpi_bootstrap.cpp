@@ -15,21 +15,13 @@
 #include <string>
 
 #include "common/launch.hpp"
+#include "tests/mpi/rank_checks.hpp"
 
 using namespace dionsim;
+using namespace dionsim::testing;
 using namespace dionsim::launch;
 
 namespace {
-
-int failures = 0;
-int my_rank = -1;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    ++failures;
-    std::fprintf(stderr, "FAIL rank %d: %s\n", my_rank, what.c_str());
-  }
-}
 
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
