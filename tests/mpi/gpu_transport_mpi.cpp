@@ -8,23 +8,16 @@
 
 #include "common/error.hpp"
 #include "common/launch.hpp"
-#include "tests/mpi/rank_checks.hpp"
 #include "kernels/bf16.hpp"
 #include "kernels/device.hpp"
 #include "kernels/transport.hpp"
+#include "tests/mpi/rank_checks.hpp"
 
 using namespace dionsim;
 using namespace dionsim::testing;
 using namespace dionsim::kernels;
 
 namespace {
-
-int failures = 0;
-int my_rank = -1;
-
-void expect(bool ok, const std::string& what) {
-  if (!ok && failures++ < 10) std::fprintf(stderr, "FAIL rank %d: %s\n", my_rank, what.c_str());
-}
 
 // Same data as tests/gpu/test_transport.cpp, across processes instead of inside one.
 bf16_bits a2a_value(int src, int dst, std::size_t i) { return static_cast<bf16_bits>(src * 1000 + dst * 100 + i % 97); }
