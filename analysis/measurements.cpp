@@ -347,6 +347,10 @@ const std::vector<MetricInfo>& known_metrics() {
       {"opt_cpu_span_ms", "ms", "host time of the optimizer step"},
       {"opt_kernel_launches", "count", "kernels launched per optimizer step"},
       {"mfu_pct", "%", "model FLOPs utilisation"},
+      // written by `dionsim measure` (compared, not fitted)
+      {"ns_tflops", "TFLOP/s", "Newton-Schulz throughput: nominal GEMM FLOPs / GEMM time"},
+      {"winner_rows", "rows", "global_capped winners (summed over ranks and timed steps)"},
+      {"deferred_rows", "rows", "global_capped winners deferred (summed over ranks and timed steps)"},
   };
   return metrics;
 }

@@ -62,6 +62,29 @@ Launch select_launch(const EnvLookup& env, bool with_mpi) {
 
 Launch select_launch() { return select_launch(process_env(), built_with_mpi()); }
 
+int ranks_per_node(const EnvLookup& env, int world) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE"}) {
+    const char* value = env(name);
+    if (value == nullptr || *value == '\0') continue;
+    const std::string text(value);
+    std::size_t used = 0;
+    int n = 0;
+    try {
+      n = std::stoi(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    // Slurm writes "8(x2)" for 8 tasks on each of 2 nodes; the count is what precedes "(".
+    const bool tail_ok = used == text.size() || (std::string_view(name) == "SLURM_NTASKS_PER_NODE" && text[used] == '(');
+    if (used == 0 || !tail_ok || n < 1 || world % n != 0) {
+      throw_bad_usage(name, text, "a positive number of ranks per node that divides the world of " +
+                                      std::to_string(world));
+    }
+    return n;
+  }
+  return world;
+}
+
 int device_for_local_rank(int local_rank, int visible) {
   if (visible == 1) return 0;
   if (local_rank >= 0 && local_rank < visible) return local_rank;

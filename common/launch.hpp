@@ -43,6 +43,13 @@ using EnvLookup = std::function<const char*(const char*)>;
 // one GPU per task, e.g. srun --gpus-per-task=1). NoDeviceError otherwise.
 [[nodiscard]] int device_for_local_rank(int local_rank, int visible);
 
+// Ranks per node of a world of `world` processes, from the launcher's variables: Open MPI's
+// OMPI_COMM_WORLD_LOCAL_SIZE, MPICH's MPI_LOCALNRANKS, torchrun's LOCAL_WORLD_SIZE, Slurm's
+// SLURM_NTASKS_PER_NODE ("8" or "8(x2)"), first set wins; `world` when none is set (one node).
+// What `measure` records as gpus_per_node (nodes = world / it). UsageError naming the variable
+// when its value is not a positive integer dividing the world.
+[[nodiscard]] int ranks_per_node(const EnvLookup& env, int world);
+
 // The MPI world of this process. Mpi::init() calls MPI_Init once per process (later calls return the
 // same world) and MPI_Finalize at exit; MPI errors are returned, not fatal, and become DeviceError
 // "rank R: MPI_CALL (WHAT): MPI's message". Only in builds with MPI (DeviceError otherwise).

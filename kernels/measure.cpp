@@ -80,6 +80,8 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   res.streams = streams;
   res.ns_autotune = autotune;
   res.gpus = static_cast<int>(cfg.step.world);
+  // One process drives every GPU of its node; one process per GPU: the launcher says how many share a node.
+  res.ranks_per_node = comms.size() > 1 ? res.gpus : launch::ranks_per_node(launch::process_env(), res.gpus);
   for (const auto& g : res.groups) {
     res.a2a_payload_bytes += g.a2a_bytes;
     res.norms_allgather_bytes += g.norms_bytes;
@@ -127,7 +129,12 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
   auto metric = [](const char* m, double v, const char* u) {
     return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}};
   };
+  // hardware, gpus_per_node, nodes and ns make the stored configuration one that `calibrate --db`
+  // and `validate --db` read (analysis/step_fit.hpp), like a row of the measurement CSV.
   return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
+          {"hardware", r.device_name}, {"gpus_per_node", r.ranks_per_node},
+          {"nodes", r.ranks_per_node > 0 ? c.step.world / r.ranks_per_node : 1},
+          {"ns", opt::to_string(c.step.ns)},
           {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
           {"fraction", c.step.fraction},
           {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},

@@ -53,6 +53,7 @@ struct MeasureResult {
   std::vector<opt::GroupPlan> groups;
   std::string device_name;
   int gpus = 0;
+  int ranks_per_node = 0;  // GPUs per node of the measured world (recorded as gpus_per_node)
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
   StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
   bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE

@@ -87,3 +87,20 @@ TEST_CASE("the MPI bootstrap is compiled in exactly when configure found MPI", "
     CHECK_THROWS_AS(Mpi::init(), DeviceError);  // and says to reconfigure
   }
 }
+
+TEST_CASE("ranks per node come from the launcher, else the whole world is one node", "[common][launch]") {
+  CHECK(ranks_per_node(fake_env({}), 2) == 2);  // one process driving both GPUs, or no launcher
+  CHECK(ranks_per_node(fake_env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}}), 8) == 4);  // mpirun
+  CHECK(ranks_per_node(fake_env({{"MPI_LOCALNRANKS", "8"}}), 16) == 8);            // MPICH hydra
+  CHECK(ranks_per_node(fake_env({{"LOCAL_WORLD_SIZE", "8"}}), 64) == 8);           // torchrun
+  CHECK(ranks_per_node(fake_env({{"SLURM_NTASKS_PER_NODE", "8(x2)"}}), 16) == 8);  // srun
+  CHECK(ranks_per_node(fake_env({{"SLURM_NTASKS_PER_NODE", "4"}}), 8) == 4);
+  // first set wins: Open MPI's own count over a Slurm allocation's
+  CHECK(ranks_per_node(fake_env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"SLURM_NTASKS_PER_NODE", "4"}}), 8) == 2);
+  CHECK_THROWS_WITH(ranks_per_node(fake_env({{"LOCAL_WORLD_SIZE", "3"}}), 8),
+                    Catch::Contains("LOCAL_WORLD_SIZE: got '3', expected a positive number of ranks per node that "
+                                    "divides the world of 8"));
+  CHECK_THROWS_AS(ranks_per_node(fake_env({{"LOCAL_WORLD_SIZE", "x"}}), 8), UsageError);
+  CHECK_THROWS_AS(ranks_per_node(fake_env({{"LOCAL_WORLD_SIZE", "0"}}), 8), UsageError);
+  CHECK_THROWS_AS(ranks_per_node(fake_env({{"MPI_LOCALNRANKS", "4(x2)"}}), 8), UsageError);  // only Slurm's form
+}
