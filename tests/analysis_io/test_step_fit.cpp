@@ -237,3 +237,37 @@ TEST_CASE("leave one configuration out predicts every held-out configuration", "
   CHECK(rec.metrics.front().labels.at("metric") == rows.front().metric);
   CHECK(rec.metrics.front().value == rows.front().error_pct);
 }
+
+TEST_CASE("dionsim measure's own runs (2 x H200) calibrate the step model through the database", "[step_fit]") {
+  // results/gpu-run5/measure.db: `dionsim measure --db` on the lent 2 x H200 (one process, both GPUs).
+  const auto source = std::filesystem::path(DIONSIM_SOURCE_DIR) / "results" / "gpu-run5" / "measure.db";
+  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_measured_h200.db";
+  std::filesystem::remove(path);
+  std::filesystem::copy_file(source, path);
+  std::vector<MeasuredConfiguration> all;
+  {
+    const auto db = Database::open(path.string());
+    all = measured_configurations_from_db(db);
+  }
+  std::filesystem::remove(path);
+  REQUIRE(all.size() == 16);  // the step measurements (the two collective sweeps have another shape)
+  for (const auto& c : all) {
+    INFO(c.config.label());
+    CHECK(c.config.hardware == "NVIDIA H200");
+    CHECK(c.config.gpus_per_node == 2);
+    CHECK(c.config.nodes == 1);
+    CHECK(c.config.ns == "polar_express");
+    CHECK(c.metrics.count("opt_step_ms") == 1);
+  }
+  const auto dion2 = select_configurations(all, {"optimizer=dion2", "fraction=0.25"});
+  REQUIRE(dion2.size() == 5);  // three scopes, two of them again with bf16 momentum
+  const auto fit = fit_step_model(dion2);
+  CHECK(fit.converged);
+  CHECK(fit.hardware == "h200");
+  // NS GEMMs at the throughput measured (~700 TFLOP/s of the 989 dense peak).
+  CHECK(fit.parameters.at("ns_gemm_efficiency") == Approx(0.72).margin(0.05));
+  for (const auto& r : compare_predictions(dion2, fit.parameters)) {
+    INFO(r.configuration << " " << r.metric);
+    if (r.metric == "opt_step_ms" || r.metric == "a2a_ms" || r.metric == "ns_gemm_ms") CHECK(std::abs(r.error_pct) <= 5.0);
+  }
+}
