@@ -13,11 +13,11 @@
 
 namespace dionsim::sim {
 
-double OptimizerStepResult::gpu_idle_pct() const {
-  if (wall_ns <= 0) {
+double OptimizerStepResult::gpu_idle_pct(DurationNs window_ns) const {
+  if (window_ns <= 0) {
     return 0.0;
   }
-  return 100.0 * (1.0 - static_cast<double>(gpu_busy_ns) / static_cast<double>(wall_ns));
+  return 100.0 * (1.0 - static_cast<double>(gpu_busy_ns) / static_cast<double>(window_ns));
 }
 
 std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task,

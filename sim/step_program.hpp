@@ -66,7 +66,9 @@ struct OptimizerStepResult {
   std::int64_t allgather_bytes = 0;
   std::int64_t launches = 0;
   std::int64_t collectives = 0;
-  [[nodiscard]] double gpu_idle_pct() const;
+  [[nodiscard]] double gpu_idle_pct() const { return gpu_idle_pct(wall_ns); }
+  // The same busy time seen in a longer window (a rank that waited for the others).
+  [[nodiscard]] double gpu_idle_pct(DurationNs window_ns) const;
   std::vector<StepEvent> events;  // both streams, in start order per stream
 };
 

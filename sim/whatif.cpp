@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -167,11 +168,6 @@ DurationNs WhatifResult::allgather_seen_ns() const {
   return opt.allgather_ns + (first_collective == StepCollective::all_gather ? rank_wait_ns : 0);
 }
 
-double WhatifResult::gpu_idle_seen_pct() const {
-  const DurationNs wall = opt_wall_seen_ns();
-  return wall > 0 ? 100.0 * static_cast<double>(wall - opt.gpu_busy_ns) / static_cast<double>(wall) : 0.0;
-}
-
 double expected_max_standard_normal(std::int64_t n) {
   if (n < 1) throw_bad_input("expected_max_standard_normal", "n", std::to_string(n), "an integer >= 1");
   if (n == 1) return 0.0;
@@ -191,8 +187,12 @@ double expected_max_standard_normal(std::int64_t n) {
 }
 
 DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world) {
-  if (!(sigma_ms >= 0.0) || world <= 1) return 0;
-  return static_cast<DurationNs>(std::llround(sigma_ms * 1e6 * expected_max_standard_normal(world)));
+  if (!(sigma_ms > 0.0) || world <= 1) return 0;
+  // A calibration fit evaluates thousands of configurations of a handful of worlds: integrate once.
+  thread_local std::map<std::int64_t, double> by_world;
+  auto it = by_world.find(world);
+  if (it == by_world.end()) it = by_world.emplace(world, expected_max_standard_normal(world)).first;
+  return static_cast<DurationNs>(std::llround(sigma_ms * 1e6 * it->second));
 }
 
 double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std::int64_t world) {

@@ -102,7 +102,7 @@ struct WhatifResult {
   [[nodiscard]] DurationNs opt_wall_seen_ns() const { return opt.wall_ns + rank_wait_ns; }
   [[nodiscard]] DurationNs a2a_seen_ns() const;
   [[nodiscard]] DurationNs allgather_seen_ns() const;
-  [[nodiscard]] double gpu_idle_seen_pct() const;
+  [[nodiscard]] double gpu_idle_seen_pct() const { return opt.gpu_idle_pct(opt_wall_seen_ns()); }
 };
 
 // The metrics of a result as flat JSON (the --json keys, also stored in the DB).

@@ -56,7 +56,7 @@ TEST_CASE("whatif: a2a payload equals the plan's, in every configuration", "[wha
   study.nodes = {2};
   study.base.gpus_per_node = 4;
   const auto r = run_whatif(expand(study).front(), inventory, model);
-  CHECK(r.plan.a2a_payload_bytes / 1e6 == Approx(360.61).margin(0.01));
+  CHECK(static_cast<double>(r.plan.a2a_payload_bytes) / 1e6 == Approx(360.61).margin(0.01));
 }
 
 TEST_CASE("whatif: more bandwidth never makes a step slower", "[whatif]") {
