@@ -56,7 +56,7 @@ Inventory parse_inventory_json(const std::string& text, const std::string& where
   Inventory inv{where, {}};
   for (std::size_t i = 0; i < doc.size(); ++i) {
     const auto& e = doc[i];
-    const std::string at = "[" + std::to_string(i) + "]";
+    const std::string at = std::string("[") + std::to_string(i) + "]";
     if (!e.is_object()) {
       throw_bad_input(where, at, e.dump(), "an object {name, rows, cols, count}");
     }

@@ -151,7 +151,7 @@ NumericsCase load_numerics_case(const std::string& dir) {
   for (std::int64_t t = 0; t < c.steps; ++t) {
     c.grads.emplace_back();
     for (const ParamSpec& p : c.params) {
-      c.grads.back().push_back(load_matrix(root / ("G" + std::to_string(t) + "_" + p.name + ".npy"), p));
+      c.grads.back().push_back(load_matrix(root / (std::string("G") + std::to_string(t) + "_" + p.name + ".npy"), p));
     }
   }
   return c;

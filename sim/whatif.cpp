@@ -346,7 +346,7 @@ std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const 
     for (double nic : nics) {
       out.push_back(spec);
       out.back().nic_GBps = nic;  // validated with the fabric by expand()
-      out.back().name += "@" + shortest(nic);
+      out.back().name.append("@").append(shortest(nic));
     }
   }
   return out;

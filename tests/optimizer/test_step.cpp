@@ -92,7 +92,7 @@ Run run_random(StepConfig cfg, std::int64_t n, std::int64_t R, std::int64_t C, i
   std::vector<ParamSpec> params;
   Run run;
   for (std::int64_t i = 0; i < n; ++i) {
-    params.push_back({"p" + std::to_string(i), R, C});
+    params.push_back({std::string("p") + std::to_string(i), R, C});
     run.w0.push_back(randn(R * C, seed + static_cast<std::uint64_t>(i), 0.1f));
   }
   run.opt = std::make_unique<ReferenceOptimizer>(cfg, params, run.w0);
