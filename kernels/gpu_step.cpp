@@ -99,7 +99,7 @@ struct GpuOptimizer::Impl {
   bool timing;
   int max_in_flight;
   StreamMode streams;
-  bool ns_autotune;
+  NsTuning ns_tuning;
   std::vector<opt::GroupPlan> plans;
   std::vector<std::vector<std::size_t>> members;
   std::vector<RankCtx> ranks;
@@ -107,8 +107,8 @@ struct GpuOptimizer::Impl {
   std::uint64_t steps_done = 0;
 
   Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif, StreamMode sm,
-       bool tune)
-      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm), ns_autotune(tune),
+       NsTuning tune)
+      : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm), ns_tuning(tune),
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
   [[nodiscard]] std::int64_t w() const { return cfg.world; }
@@ -172,7 +172,8 @@ struct GpuOptimizer::Impl {
       }
       rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express : NsKind::quintic,
                                              static_cast<float>(cfg.epsilon));
-      rc.ns->set_autotune(ns_autotune);
+      rc.ns->set_autotune(ns_tuning.autotune);
+      rc.ns->set_symmetric_layout(ns_tuning.layout);
       rc.stats = DeviceArray<long long>(2, "capped stats");
       for (const auto& g : plans) {
         auto rg = std::make_unique<RankGroup>();
@@ -513,8 +514,8 @@ struct GpuOptimizer::Impl {
 };
 
 GpuOptimizer::GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
-                           bool timing, int max_in_flight, StreamMode streams, bool ns_autotune)
-    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight, streams, ns_autotune)) {
+                           bool timing, int max_in_flight, StreamMode streams, NsTuning ns_tuning)
+    : impl_(std::make_unique<Impl>(config, std::move(params), transport, timing, max_in_flight, streams, ns_tuning)) {
   if (max_in_flight < 1) throw_bad_usage("max_in_flight", std::to_string(max_in_flight), "an integer >= 1");
   impl_->plan_groups();
   impl_->allocate();

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ops.hpp"
 #include "kernels/step_transport.hpp"
 #include "optimizer/plan.hpp"
 #include "optimizer/reference_step.hpp"
@@ -48,7 +49,7 @@ class GpuOptimizer {
  public:
   GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,
                bool timing = false, int max_in_flight = 3, StreamMode streams = StreamMode::single,
-               bool ns_autotune = false);  // NewtonSchulz::set_autotune: the first step synchronizes
+               NsTuning ns_tuning = {});  // autotune: the first step synchronizes
   ~GpuOptimizer();
   GpuOptimizer(const GpuOptimizer&) = delete;
   GpuOptimizer& operator=(const GpuOptimizer&) = delete;

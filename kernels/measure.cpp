@@ -37,7 +37,26 @@ bool autotune_from_env(bool fallback) {
   if (std::string(env) == "0" || std::string(env) == "1") return *env == '1';
   throw_bad_usage("DIONSIM_NS_AUTOTUNE", env, "0 or 1");
 }
+NsLayout layout_from_env(NsLayout fallback) {
+  const char* env = std::getenv("DIONSIM_NS_LAYOUT");
+  if (env == nullptr || *env == '\0') return fallback;
+  const std::string v = env;
+  if (v == "blocks") return {SymmetricLayout::block_rows, 0};
+  const std::string prefix = "tiles:", rows = v.substr(std::min(v.size(), prefix.size()));
+  if (v.rfind(prefix, 0) == 0 && !rows.empty() && rows.size() <= 6 &&
+      rows.find_first_not_of("0123456789") == std::string::npos && std::stoll(rows) > 0 && std::stoll(rows) % 8 == 0)
+    return {SymmetricLayout::tiles, std::stoll(rows)};
+  throw_bad_usage("DIONSIM_NS_LAYOUT", v, "blocks or tiles:ROWS (ROWS a positive multiple of 8)");
+}
 }  // namespace
+
+std::string to_string(NsLayout l) {
+  switch (l.kind) {
+    case SymmetricLayout::block_rows: return "blocks";
+    case SymmetricLayout::tiles: return "tiles:" + std::to_string(l.rows);
+  }
+  return "?";
+}
 
 const char* to_string(StreamMode m) {
   for (const auto& [mode, name] : kStreamModes)
@@ -70,7 +89,8 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   const auto devices = list_devices();
   NcclStepTransport tr(comms);
   if (autotune && cfg.warmup < 1) throw_bad_usage("--warmup", "0", ">= 1 with NS autotuning (the first step tunes)");
-  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight, streams, autotune);
+  const NsLayout layout = layout_from_env(cfg.ns_layout);
+  GpuOptimizer gpu(cfg.step, params, tr, /*timing=*/true, cfg.max_in_flight, streams, NsTuning{autotune, layout});
   gpu.randomize_weights(cfg.seed);
 
   MeasureResult res;
@@ -79,6 +99,7 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   res.rank = comms.front().rank();
   res.streams = streams;
   res.ns_autotune = autotune;
+  res.ns_layout = layout;
   res.gpus = static_cast<int>(cfg.step.world);
   // One process drives every GPU of its node; one process per GPU: the launcher says how many share a node.
   res.ranks_per_node = comms.size() > 1 ? res.gpus : launch::ranks_per_node(launch::process_env(), res.gpus);
@@ -140,7 +161,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
           {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
           {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
-          {"ns_autotune", r.ns_autotune}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
+          {"ns_autotune", r.ns_autotune}, {"ns_layout", to_string(r.ns_layout)}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
           {"collectives", colls},
           {"metrics",
            {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),

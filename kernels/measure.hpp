@@ -29,10 +29,15 @@ struct MeasureConfig {
   // step, so only with --warmup >= 1 (measured on H200: -0.5 to -0.6 ms per step, docs/gpu.md).
   // DIONSIM_NS_AUTOTUNE=0|1 overrides it (a diagnostic, like DIONSIM_GPU_STREAMS; 1 needs a warm-up).
   bool ns_autotune = true;
+  // Layout of the NS symmetric products without autotuning (NewtonSchulz::set_symmetric_layout).
+  // DIONSIM_NS_LAYOUT=blocks|tiles:ROWS overrides it (a diagnostic).
+  NsLayout ns_layout = kDefaultNsLayout;
 };
 
 // "single", "overlap", "ns_first", "aux_first".
 [[nodiscard]] const char* to_string(StreamMode m);
+// "blocks", "tiles:ROWS" (the DIONSIM_NS_LAYOUT syntax).
+[[nodiscard]] std::string to_string(NsLayout l);
 
 struct MeasuredCollective {
   std::string name;
@@ -57,6 +62,7 @@ struct MeasureResult {
   int rank = 0;  // this process's rank (0 when one process drives every GPU)
   StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
   bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE
+  NsLayout ns_layout;                       // after DIONSIM_NS_LAYOUT
 };
 
 // The ranks this process drives (launch::select_launch decides): under an MPI launch the single

@@ -6,6 +6,7 @@
 // transposes (Y = Xᵀ, ld = cols), so no copies are made.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <map>
 #include <stdexcept>
@@ -126,17 +127,18 @@ __global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, lon
   }
 }
 
-// Symmetric Gram products computed by block rows of width b (upper block triangle only): element
-// (r, c) of a column-major [m x m] matrix (leading dimension ld, `sq` elements per batch) is
-// "lower" when r/b > c/b and then equals element (c, r). One 32 x 32 tile per thread block, the
-// transposed tile staged in shared memory so that reads and writes are both coalesced.
-// kAxpby = false: mirror A's lower blocks in place (A is then the full product).
-// kAxpby = true: out = bf16(bf16(p*A) + bf16(q*AA)) with AA's lower blocks read from its upper
+// The symmetric products are computed as their upper block triangle of block size b (element (r, c)
+// of a column-major [m x m] matrix with leading dimension ld is "lower" when r/b > c/b and then
+// equals element (c, r)). One 32 x 32 tile per thread block, the transposed tile staged in shared
+// memory so that reads and writes are both coalesced; `sq` elements per matrix of the batch.
+// kUpdate = false: dst = src with the lower blocks mirrored; in place (dst == src) only the lower
+// blocks are written.
+// kUpdate = true: dst = bf16(bf16(p*full) + bf16(q*src)) with src's lower blocks read from its upper
 // ones — the §2.6.1 `B` update fused with AA's mirror (AA itself is left half-filled).
 constexpr int kTile = 32;
-template <bool kAxpby>
-__global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA, long long m, long long ld,
-                                       long long sq, long long b, float p, float q, std::uint16_t* out) {
+template <bool kUpdate>
+__global__ void symmetric_blocks_kernel(const std::uint16_t* src, const std::uint16_t* full, std::uint16_t* dst,
+                                        long long m, long long ld, long long sq, long long b, float p, float q) {
   __shared__ std::uint16_t tile[kTile][kTile + 1];
   const long long tiles = (m + kTile - 1) / kTile;
   const long long ti = blockIdx.x % tiles, tj = blockIdx.x / tiles;  // row tile, column tile
@@ -144,12 +146,13 @@ __global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA
   const long long batch = blockIdx.y;
   const long long r_last = (r0 + kTile < m ? r0 + kTile : m) - 1;
   const bool has_lower = r_last / b > c0 / b;
-  if (!kAxpby && !has_lower) return;
-  const std::uint16_t* src = kAxpby ? AA + batch * sq : A + batch * sq;
+  const bool in_place = !kUpdate && dst == src;
+  if (in_place && !has_lower) return;
+  const std::uint16_t* sb = src + batch * sq;
   if (has_lower) {  // stage the transposed tile: tile[cc][rr] = src(c0 + cc, r0 + rr)
     for (int k = threadIdx.y; k < kTile; k += blockDim.y) {
       const long long row = c0 + threadIdx.x, col = r0 + k;
-      if (row < m && col < m) tile[threadIdx.x][k] = src[row + col * ld];
+      if (row < m && col < m) tile[threadIdx.x][k] = sb[row + col * ld];
     }
     __syncthreads();
   }
@@ -159,14 +162,47 @@ __global__ void symmetric_tiles_kernel(std::uint16_t* A, const std::uint16_t* AA
     const long long c = c0 + k;
     if (c >= m) break;
     const bool lower = r / b > c / b;
-    const long long at = batch * sq + r + c * ld;
-    if constexpr (!kAxpby) {
-      if (lower) A[at] = tile[k][threadIdx.x];
+    const long long at = r + c * ld;
+    if constexpr (!kUpdate) {
+      if (lower) dst[batch * sq + at] = tile[k][threadIdx.x];
+      else if (!in_place) dst[batch * sq + at] = sb[at];
     } else {
-      const float aa = detail::bf16_to_float(lower ? tile[k][threadIdx.x] : AA[at]);
-      const float pa = detail::round_to_bf16(p * detail::bf16_to_float(A[at]));
-      out[at] = detail::float_to_bf16(pa + detail::round_to_bf16(q * aa));
+      const float aa = detail::bf16_to_float(lower ? tile[k][threadIdx.x] : sb[at]);
+      const float pa = detail::round_to_bf16(p * detail::bf16_to_float(full[batch * sq + at]));
+      dst[batch * sq + at] = detail::float_to_bf16(pa + detail::round_to_bf16(q * aa));
     }
+  }
+}
+
+// Operand pointers of the upper-triangle tiles of a symmetric product, for cuBLASLt's pointer-array
+// batch: entry q = (matrix p, tile t), t enumerating the tiles (i, j), i <= j, row by row. Tile
+// (i, j) is C(i*b.., j*b..) = op(A at a + p*sa + i*b*step_a) op(B at bb + p*sb + j*b*step_b), C at
+// c + p*sc + i*b + j*b*ldc (column-major).
+struct TileProduct {
+  const std::uint16_t* a;
+  const std::uint16_t* b;
+  std::uint16_t* c;
+  long long sa, sb, sc, step_a, step_b, ldc;
+};
+__global__ void tile_pointers_kernel(TileProduct x, TileProduct y, long long nb, long long b, long long count,
+                                     const void** out) {
+  const long long q = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+  if (q >= count) return;
+  const long long tiles = nb * (nb + 1) / 2;
+  const long long p = q / tiles;
+  long long t = q % tiles, i = 0;
+  while (t >= nb - i) {  // row i of the upper triangle holds nb - i tiles
+    t -= nb - i;
+    ++i;
+  }
+  const long long j = i + t;
+  const TileProduct* prods[2] = {&x, &y};
+  for (int k = 0; k < 2; ++k) {
+    const TileProduct& g = *prods[k];
+    const void** o = out + k * 3 * count;
+    o[q] = g.a + p * g.sa + i * b * g.step_a;
+    o[count + q] = g.b + p * g.sb + j * b * g.step_b;
+    o[2 * count + q] = g.c + p * g.sc + i * b + j * b * g.ldc;
   }
 }
 
@@ -175,6 +211,12 @@ unsigned elementwise_blocks(long long n) { return std::min<unsigned>(detail::blo
 }  // namespace
 
 struct NewtonSchulz::Impl {
+  // A layout applied to one shape: block size b (tile rows or block-row height; b = m means one
+  // plain GEMM).
+  struct Resolved {
+    SymmetricLayout kind;
+    long long b;
+  };
   NsKind kind;
   float eps;
   // Gram size from which the symmetric block-row products are used, and how many block rows.
@@ -183,13 +225,16 @@ struct NewtonSchulz::Impl {
   // so only large Grams use it.
   long long sym_min = 2048;
   int sym_max_blocks = 8;
+  NsLayout configured = kDefaultNsLayout;  // set_symmetric_layout
+  DeviceArray<const void*> tile_ptrs;  // tiles: [2 products][a, b, c][batch * tiles]
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;
   DeviceArray<bf16_bits> A, AA, Bm, BX;
   DeviceArray<float> partial, denom;
-  // (transa, transb, m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC) -> cached descriptors
+  // (transa, transb, m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC, pointer-array batch)
+  // -> cached descriptors
   using Key = std::tuple<int, int, long long, long long, long long, long long, long long, long long, int, long long,
-                         long long, long long>;
+                         long long, long long, bool>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -209,6 +254,7 @@ struct NewtonSchulz::Impl {
     const long long lda = std::get<5>(key), ldb = std::get<6>(key), ldc = std::get<7>(key);
     const int batch = std::get<8>(key);
     const long long sa = std::get<9>(key), sb = std::get<10>(key), sc = std::get<11>(key);
+    const bool pointers = std::get<12>(key);
     Plan p;
     const char* op = "newton_schulz (cuBLASLt plan)";
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op);
@@ -220,6 +266,11 @@ struct NewtonSchulz::Impl {
                                                       static_cast<std::uint64_t>(cols), ld), op);
       const int bc = batch;
       DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)), op);
+      if (pointers) {
+        const std::uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
+        DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)), op);
+        return;
+      }
       const std::int64_t st = stride;
       DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)), op);
     };
@@ -260,20 +311,55 @@ struct NewtonSchulz::Impl {
       if (m % nb == 0 && (m / nb) % 8 == 0) return nb;
     return 1;
   }
+  // The layout used for a shape: tiles when `rows` splits m into >= 2 tiles, else block rows
+  // (nb = sym_blocks(m), which is 1 — one plain GEMM — below the symmetric minimum).
+  [[nodiscard]] Resolved resolve(NsLayout want, long long rows, long long cols) const {
+    const long long m = std::min(rows, cols);
+    if (want.kind == SymmetricLayout::tiles && want.rows > 0 && m % want.rows == 0 && m / want.rows >= 2)
+      return {SymmetricLayout::tiles, want.rows};
+    return {SymmetricLayout::block_rows, m / sym_blocks(m)};
+  }
+  static long long tile_count(long long m, long long b) { return (m / b) * (m / b + 1) / 2; }
+  // Gram matrices are column-major with a leading dimension rounded up to 8 elements, so that every
+  // column starts 16-byte aligned (the block products offset into them by rows).
+  static long long gram_ld(long long m) { return (m + 7) / 8 * 8; }
+  static long long gram_sq(long long m) { return m * gram_ld(m); }
+  // Layouts the autotuning tries besides block rows (those that apply to the shape).
+  static constexpr std::array<NsLayout, 3> kLayoutCandidates{
+      {{SymmetricLayout::tiles, 128}, {SymmetricLayout::tiles, 256}, {SymmetricLayout::tiles, 512}}};
+  std::map<std::tuple<int, long long, long long>, Resolved> layouts;  // autotuned: (batch, rows, cols) -> layout
+  // Scratch a layout needs beyond A, AA, B (allocation synchronizes, so reserve() does it up front).
+  void ensure_scratch(int batch, long long rows, long long cols, const Resolved& r) {
+    const long long m = std::min(rows, cols);
+    if (r.kind == SymmetricLayout::tiles) {
+      const auto need = static_cast<std::size_t>(6 * batch * tile_count(m, r.b));
+      if (tile_ptrs.size() < need) tile_ptrs = DeviceArray<const void*>(need, "ns tile pointers");
+    }
+  }
+  void symmetric_products(const bf16_bits* X, int batch, long long rows, long long cols, const Resolved& r,
+                          StreamHandle s);
+  void prepare_tiles(const bf16_bits* X, int batch, long long rows, long long cols, long long tile, StreamHandle s);
+  void run_layout(bf16_bits* X, int batch, long long rows, long long cols, const Resolved& r, StreamHandle s);
+  Resolved tuned_layout(bf16_bits* X, int batch, long long rows, long long cols, StreamHandle s);
+  // dst = src mirrored (in place: src == dst) or, with `update`, the B update from A = full (above).
+  void fill_symmetric(bool update, const bf16_bits* src, const bf16_bits* full, bf16_bits* dst, long long m,
+                      long long b, int batch, float p, float q, StreamHandle s) {
+    const dim3 grid = tile_grid(m, batch), block(kTile, 8);
+    if (update)
+      symmetric_blocks_kernel<true><<<grid, block, 0, detail::stream(s)>>>(src, full, dst, m, gram_ld(m), gram_sq(m), b, p, q);
+    else
+      symmetric_blocks_kernel<false><<<grid, block, 0, detail::stream(s)>>>(src, full, dst, m, gram_ld(m), gram_sq(m), b, p, q);
+    DIONSIM_LAUNCH_CHECK(update ? "newton_schulz (B)" : "newton_schulz (mirror)");
+  }
   static dim3 tile_grid(long long m, int batch) {
     const long long t = (m + kTile - 1) / kTile;
     return {static_cast<unsigned>(t * t), static_cast<unsigned>(batch)};
-  }
-  void mirror(bf16_bits* A, long long m, long long ld, long long sq, long long b, int batch, StreamHandle s) {
-    symmetric_tiles_kernel<false>
-        <<<tile_grid(m, batch), dim3(kTile, 8), 0, detail::stream(s)>>>(A, nullptr, m, ld, sq, b, 0.0F, 0.0F, nullptr);
-    DIONSIM_LAUNCH_CHECK("newton_schulz (mirror)");
   }
 
   // Autotune (first use of a shape): time each heuristic candidate on the real operands (C is
   // rewritten by each; all GEMMs here are out of place) and keep the fastest. Synchronizes the
   // host once per shape, so a step that meets a new shape is not asynchronous.
-  void tune(Plan& p, const bf16_bits* a, const bf16_bits* b, bf16_bits* c, StreamHandle s) {
+  void tune(Plan& p, const void* a, const void* b, void* c, StreamHandle s) {
     const float alpha = 1.0F, beta = 0.0F;
     EventTimer timer;
     float best = 0;
@@ -300,7 +386,16 @@ struct NewtonSchulz::Impl {
   void gemm_cm(bool ta, bool tb, long long m, long long n, long long k, const bf16_bits* a, long long lda, long long sa,
                const bf16_bits* b, long long ldb, long long sb, bf16_bits* c, long long ldc, long long sc, int batch,
                StreamHandle s) {
-    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc});
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, false});
+    run_plan(p, a, b, c, s);
+  }
+  // The same with pointer-array batching: a, b, c are device arrays of `batch` operand pointers.
+  void gemm_cm_pointers(bool ta, bool tb, long long m, long long n, long long k, const void* a, long long lda,
+                        const void* b, long long ldb, void* c, long long ldc, int batch, StreamHandle s) {
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, 0, 0, 0, true});
+    run_plan(p, a, b, c, s);
+  }
+  void run_plan(Plan& p, const void* a, const void* b, void* c, StreamHandle s) {
     const float alpha = 1.0F, beta = 0.0F;
     if (!p.tuned) tune(p, a, b, c, s);
     DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
@@ -327,19 +422,24 @@ NewtonSchulz::~NewtonSchulz() {
 }
 
 void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
+  Impl& im = *impl_;
   const long long m = std::min(rows, cols);
-  const long long ld = (m + 7) / 8 * 8;  // Gram matrices: 16-byte aligned columns (see run())
-  const auto sq = static_cast<std::size_t>(batch) * m * ld;
+  const auto sq = static_cast<std::size_t>(batch * Impl::gram_sq(m));
   const auto full = static_cast<std::size_t>(batch) * rows * cols;
-  if (impl_->A.size() < sq) {
-    impl_->A = DeviceArray<bf16_bits>(sq, "ns A");
-    impl_->AA = DeviceArray<bf16_bits>(sq, "ns AA");
-    impl_->Bm = DeviceArray<bf16_bits>(sq, "ns B");
+  if (im.A.size() < sq) {
+    im.A = DeviceArray<bf16_bits>(sq, "ns A");
+    im.AA = DeviceArray<bf16_bits>(sq, "ns AA");
+    im.Bm = DeviceArray<bf16_bits>(sq, "ns B");
   }
-  if (impl_->BX.size() < full) impl_->BX = DeviceArray<bf16_bits>(full, "ns BX");
-  if (impl_->denom.size() < static_cast<std::size_t>(batch)) {
-    impl_->denom = DeviceArray<float>(static_cast<std::size_t>(batch), "ns denom");
-    impl_->partial = DeviceArray<float>(static_cast<std::size_t>(batch) * kFrobBlocks, "ns partial");
+  if (im.BX.size() < full) im.BX = DeviceArray<bf16_bits>(full, "ns BX");
+  // Scratch of the configured layout, and of every candidate the autotuning may pick (so that run()
+  // does not allocate after tuning).
+  im.ensure_scratch(batch, rows, cols, im.resolve(im.configured, rows, cols));
+  if (im.autotune)
+    for (const NsLayout& c : Impl::kLayoutCandidates) im.ensure_scratch(batch, rows, cols, im.resolve(c, rows, cols));
+  if (im.denom.size() < static_cast<std::size_t>(batch)) {
+    im.denom = DeviceArray<float>(static_cast<std::size_t>(batch), "ns denom");
+    im.partial = DeviceArray<float>(static_cast<std::size_t>(batch) * kFrobBlocks, "ns partial");
   }
 }
 
@@ -350,10 +450,157 @@ void NewtonSchulz::set_symmetric_blocks(int max_blocks) {
   impl_->sym_max_blocks = max_blocks;
 }
 std::int64_t NewtonSchulz::symmetric_blocks(std::int64_t m) const { return impl_->sym_blocks(m); }
+void NewtonSchulz::set_symmetric_layout(NsLayout layout) {
+  if (layout.kind != SymmetricLayout::block_rows && (layout.rows <= 0 || layout.rows % 8 != 0))
+    throw std::invalid_argument("NewtonSchulz::set_symmetric_layout: tiles need rows, a positive multiple of 8");
+  impl_->configured = layout;
+}
+
+NsLayout NewtonSchulz::layout(int batch, std::int64_t rows, std::int64_t cols) const {
+  const auto it = impl_->layouts.find(std::make_tuple(batch, static_cast<long long>(rows), static_cast<long long>(cols)));
+  const Impl::Resolved r = it != impl_->layouts.end() ? it->second : impl_->resolve(impl_->configured, rows, cols);
+  return {r.kind, r.b};
+}
 
 double NewtonSchulz::flops(int batch, std::int64_t rows, std::int64_t cols) {
   const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
   return batch * (20.0 * m * m * n + 10.0 * m * m * m);
+}
+
+// The symmetric products of one iteration: A = X Xᵀ (tall: Xᵀ X) and AA = A A, each as its upper
+// block triangle (block size r.b) — (nb+1)/(2nb) of a full GEMM's FLOPs, nb = m / b — and A
+// mirrored to full (AA's mirror is fused into the B update):
+// * block rows: nb strided GEMMs per product, row i covering columns >= i*b;
+// * tiles: the (nb+1)nb/2 tiles (i <= j) of every matrix in one pointer-array GEMM per product
+//   (operand pointers from prepare_tiles).
+// (A third layout, recursive halving — L+1 strided GEMMs of every matrix's off-diagonal pairs per
+// level, then the leaf diagonal blocks — was built and measured slower on H200: NS of 4 x 5120 x
+// 5120 23.3–23.9 ms against 21.7–21.9 with tiles; not kept.)
+void NewtonSchulz::Impl::symmetric_products(const bf16_bits* X, int batch, long long rows, long long cols,
+                                            const Resolved& r, StreamHandle s) {
+  const bool tall = rows > cols;
+  const long long m = tall ? cols : rows, per = rows * cols, ld = gram_ld(m), sq = gram_sq(m), b = r.b;
+  bf16_bits* a = A.data();
+  bf16_bits* aa = AA.data();
+  if (r.kind == SymmetricLayout::tiles) {
+    const long long count = batch * tile_count(m, b);
+    const void** ptrs = tile_ptrs.data();
+    const int n = static_cast<int>(count);
+    // Y = Xᵀ in column-major, ld = cols.
+    if (!tall) gemm_cm_pointers(true, false, b, b, cols, ptrs, cols, ptrs + count, cols, ptrs + 2 * count, ld, n, s);
+    else gemm_cm_pointers(false, true, b, b, rows, ptrs, cols, ptrs + count, cols, ptrs + 2 * count, ld, n, s);
+    fill_symmetric(false, a, nullptr, a, m, b, batch, 0, 0, s);
+    const void** sp = ptrs + 3 * count;
+    gemm_cm_pointers(false, false, b, b, m, sp, ld, sp + count, ld, sp + 2 * count, ld, n, s);
+    return;
+  }
+  const long long nb = m / b;
+  for (long long i = 0; i < nb; ++i) {
+    const long long o = i * b, w = m - o;
+    if (!tall) gemm_cm(true, false, b, w, cols, X + o * cols, cols, per, X + o * cols, cols, per, a + o + o * ld, ld, sq, batch, s);
+    else gemm_cm(false, true, b, w, rows, X + o, cols, per, X + o, cols, per, a + o + o * ld, ld, sq, batch, s);
+  }
+  if (nb > 1) fill_symmetric(false, a, nullptr, a, m, b, batch, 0, 0, s);
+  for (long long i = 0; i < nb; ++i) {
+    const long long o = i * b, w = m - o;
+    gemm_cm(false, false, b, w, m, a + o, ld, sq, a + o * ld, ld, sq, aa + o + o * ld, ld, sq, batch, s);
+  }
+}
+
+// Operand pointers of the tiled products for this X (fixed for all iterations: X is updated in place).
+void NewtonSchulz::Impl::prepare_tiles(const bf16_bits* X, int batch, long long rows, long long cols, long long tile,
+                                       StreamHandle s) {
+  const bool tall = rows > cols;
+  const long long m = tall ? cols : rows, per = rows * cols, ld = gram_ld(m), sq = gram_sq(m);
+  const long long count = batch * tile_count(m, tile);
+  const TileProduct gram{X, X, A.data(), per, per, sq, tall ? 1 : cols, tall ? 1 : cols, ld};
+  const TileProduct square{A.data(), A.data(), AA.data(), sq, sq, sq, 1, ld, ld};
+  tile_pointers_kernel<<<detail::blocks_for(count, 128), 128, 0, detail::stream(s)>>>(gram, square, m / tile, tile,
+                                                                                     count, tile_ptrs.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (tile pointers)");
+}
+
+void NewtonSchulz::Impl::run_layout(bf16_bits* X, int batch, long long rows, long long cols, const Resolved& r,
+                                    StreamHandle s) {
+  const auto st = detail::stream(s);
+  const long long per = rows * cols;
+  const bool tall = rows > cols;
+  const long long m = tall ? cols : rows;  // Gram size
+  const bool pe = kind == NsKind::polar_express;
+
+  frob_partial_kernel<<<dim3(kFrobBlocks, static_cast<unsigned>(batch)), 256, 0, st>>>(X, per, partial.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (norm)");
+  frob_finalize_kernel<<<detail::blocks_for(batch, 128), 128, 0, st>>>(partial.data(), batch, pe ? 1.02F : 1.0F, eps,
+                                                                       denom.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (norm finalize)");
+  divide_kernel<<<dim3(std::min(elementwise_blocks(per), 1024u), static_cast<unsigned>(batch)), 256, 0, st>>>(
+      X, per, denom.data());
+  DIONSIM_LAUNCH_CHECK("newton_schulz (normalize)");
+
+  const auto& coeffs = pe ? kPolarExpress : kQuintic;
+  const long long ld = gram_ld(m), sq = gram_sq(m);
+  if (r.kind == SymmetricLayout::tiles) prepare_tiles(X, batch, rows, cols, r.b, s);
+  for (const auto& abc : coeffs) {
+    symmetric_products(X, batch, rows, cols, r, s);
+    const auto pb = static_cast<float>(abc[1]), qc = static_cast<float>(abc[2]);
+    if (r.b < m) {  // B from the full A and AA's upper blocks (AA's mirror fused in)
+      fill_symmetric(true, AA.data(), A.data(), Bm.data(), m, r.b, batch, pb, qc, s);
+    } else {  // one plain GEMM: both are full, and stored alike
+      axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(A.data(), AA.data(), batch * sq, pb, qc, Bm.data());
+      DIONSIM_LAUNCH_CHECK("newton_schulz (B)");
+    }
+    if (!tall) gemm_cm(false, false, cols, rows, rows, X, cols, per, Bm.data(), ld, sq, BX.data(), cols, per, batch, s);
+    else gemm_cm(false, false, cols, rows, cols, Bm.data(), ld, sq, X, cols, per, BX.data(), cols, per, batch, s);
+    axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, BX.data(), batch * per, static_cast<float>(abc[0]),
+                                                                  1.0F, X);
+    DIONSIM_LAUNCH_CHECK("newton_schulz (X)");
+  }
+}
+
+// Layout autotuning (first run of a shape with autotune on): block rows, the configured layout and
+// every candidate layout that applies run the whole NS on a copy of this X four times (the first also tunes their GEMMs;
+// the best of the other three counts: a single timing once picked 128-row tiles over 256 for
+// [4 x 5120 x 5120] at 21.8 vs 21.0 ms), X is restored, and the fastest is kept for the shape.
+// Synchronizes the host (once per shape).
+NewtonSchulz::Impl::Resolved NewtonSchulz::Impl::tuned_layout(bf16_bits* X, int batch, long long rows, long long cols,
+                                                              StreamHandle s) {
+  const auto key = std::make_tuple(batch, rows, cols);
+  if (const auto it = layouts.find(key); it != layouts.end()) return it->second;
+  const auto bytes = static_cast<std::size_t>(batch * rows * cols) * sizeof(bf16_bits);
+  DeviceArray<bf16_bits> saved(static_cast<std::size_t>(batch * rows * cols), "ns layout autotune copy");
+  copy_device(saved.data(), X, bytes, s);
+  std::vector<Resolved> candidates{resolve({SymmetricLayout::block_rows, 0}, rows, cols)};
+  for (const NsLayout& c : kLayoutCandidates)
+    if (const Resolved r = resolve(c, rows, cols); r.kind == c.kind) candidates.push_back(r);
+  if (const Resolved r = resolve(configured, rows, cols);
+      r.kind == SymmetricLayout::tiles && std::none_of(candidates.begin(), candidates.end(), [&](const Resolved& c) {
+        return c.kind == r.kind && c.b == r.b;
+      }))
+    candidates.push_back(r);
+  EventTimer timer;
+  Resolved best = candidates.front();
+  float best_ms = 0;
+  for (const Resolved& r : candidates) {
+    ensure_scratch(batch, rows, cols, r);
+    float ms = 0;
+    for (int rep = 0; rep < 4; ++rep) {
+      copy_device(X, saved.data(), bytes, s);
+      if (rep > 0) timer.start(s);
+      run_layout(X, batch, rows, cols, r, s);
+      if (rep == 0) continue;
+      timer.stop(s);
+      const float once = timer.elapsed_ms();
+      ms = rep == 1 ? once : std::min(ms, once);
+    }
+    if (best_ms == 0 || ms < best_ms) {
+      best_ms = ms;
+      best = r;
+    }
+  }
+  copy_device(X, saved.data(), bytes, s);
+  synchronize(s);  // `saved` is freed on return
+  layouts.emplace(key, best);
+  return best;
 }
 
 void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t cols, StreamHandle s) {
@@ -362,58 +609,32 @@ void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t 
   if (batch == 0) return;
   reserve(batch, rows, cols);  // no-op once reserved (allocation would synchronize)
   Impl& im = *impl_;
-  const auto st = detail::stream(s);
-  const long long per = rows * cols;
-  const bool tall = rows > cols;
-  const long long m = tall ? cols : rows;  // Gram size
-  const bool pe = im.kind == NsKind::polar_express;
+  const Impl::Resolved r = im.autotune ? im.tuned_layout(X, batch, rows, cols, s) : im.resolve(im.configured, rows, cols);
+  im.run_layout(X, batch, rows, cols, r, s);
+}
 
-  frob_partial_kernel<<<dim3(kFrobBlocks, static_cast<unsigned>(batch)), 256, 0, st>>>(X, per, im.partial.data());
-  DIONSIM_LAUNCH_CHECK("newton_schulz (norm)");
-  frob_finalize_kernel<<<detail::blocks_for(batch, 128), 128, 0, st>>>(im.partial.data(), batch, pe ? 1.02F : 1.0F,
-                                                                       im.eps, im.denom.data());
-  DIONSIM_LAUNCH_CHECK("newton_schulz (norm finalize)");
-  divide_kernel<<<dim3(std::min(elementwise_blocks(per), 1024u), static_cast<unsigned>(batch)), 256, 0, st>>>(
-      X, per, im.denom.data());
-  DIONSIM_LAUNCH_CHECK("newton_schulz (normalize)");
-
-  const auto& coeffs = pe ? kPolarExpress : kQuintic;
-  // The m x m Gram matrices are stored with a leading dimension rounded up to 8 elements so that
-  // every column starts 16-byte aligned (the block-row products offset into them by rows).
-  const long long ld = (m + 7) / 8 * 8;
-  const long long sq = m * ld;
-  for (const auto& abc : coeffs) {
-    // Y = Xᵀ in column-major, ld = cols.
-    // A = X Xᵀ (tall: Xᵀ X) and AA = A A are symmetric: compute block rows i of the upper block
-    // triangle (columns >= i*b) and mirror the rest — (nb+1)/(2nb) of the FLOPs of a full GEMM.
-    const long long nb = im.sym_blocks(m), b = m / nb;
-    bf16_bits* A = im.A.data();
-    bf16_bits* AA = im.AA.data();
-    for (long long i = 0; i < nb; ++i) {
-      const long long o = i * b, w = m - o;
-      if (!tall) im.gemm_cm(true, false, b, w, cols, X + o * cols, cols, per, X + o * cols, cols, per, A + o + o * ld, ld, sq, batch, s);
-      else im.gemm_cm(false, true, b, w, rows, X + o, cols, per, X + o, cols, per, A + o + o * ld, ld, sq, batch, s);
-    }
-    if (nb > 1) im.mirror(A, m, ld, sq, b, batch, s);
-    for (long long i = 0; i < nb; ++i) {
-      const long long o = i * b, w = m - o;
-      im.gemm_cm(false, false, b, w, m, A + o, ld, sq, A + o * ld, ld, sq, AA + o + o * ld, ld, sq, batch, s);
-    }
-    const auto pb = static_cast<float>(abc[1]), qc = static_cast<float>(abc[2]);
-    if (nb > 1) {  // B from the full A and AA's upper blocks (AA's mirror fused in)
-      symmetric_tiles_kernel<true><<<Impl::tile_grid(m, batch), dim3(kTile, 8), 0, st>>>(im.A.data(), im.AA.data(), m,
-                                                                                       ld, sq, b, pb, qc, im.Bm.data());
-    } else {
-      axpby_kernel<<<elementwise_blocks(batch * sq), 256, 0, st>>>(im.A.data(), im.AA.data(), batch * sq, pb, qc,
-                                                                   im.Bm.data());
-    }
-    DIONSIM_LAUNCH_CHECK("newton_schulz (B)");
-    if (!tall) im.gemm_cm(false, false, cols, rows, rows, X, cols, per, im.Bm.data(), ld, sq, im.BX.data(), cols, per, batch, s);
-    else im.gemm_cm(false, false, cols, rows, cols, im.Bm.data(), ld, sq, X, cols, per, im.BX.data(), cols, per, batch, s);
-    axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, im.BX.data(), batch * per,
-                                                                  static_cast<float>(abc[0]), 1.0F, X);
-    DIONSIM_LAUNCH_CHECK("newton_schulz (X)");
-  }
+std::pair<std::vector<bf16_bits>, std::vector<bf16_bits>> NewtonSchulz::symmetric_products(const bf16_bits* X, int batch,
+                                                                                         std::int64_t rows,
+                                                                                         std::int64_t cols,
+                                                                                         StreamHandle s) {
+  reserve(batch, rows, cols);
+  Impl& im = *impl_;
+  const long long m = std::min(rows, cols), ld = Impl::gram_ld(m), sq = Impl::gram_sq(m);
+  const Impl::Resolved r = im.resolve(im.configured, rows, cols);
+  if (r.kind == SymmetricLayout::tiles) im.prepare_tiles(X, batch, rows, cols, r.b, s);
+  im.symmetric_products(X, batch, rows, cols, r, s);
+  if (r.b < m) im.fill_symmetric(false, im.AA.data(), nullptr, im.Bm.data(), m, r.b, batch, 0, 0, s);
+  synchronize(s);
+  auto dense = [&](const bf16_bits* g_data) {  // column-major (ld, batch stride sq) -> row-major
+    std::vector<bf16_bits> all(static_cast<std::size_t>(batch * sq)), out(static_cast<std::size_t>(batch * m * m));
+    copy_to_host(all.data(), g_data, all.size() * sizeof(bf16_bits));
+    for (long long p = 0; p < batch; ++p)
+      for (long long c = 0; c < m; ++c)
+        for (long long i = 0; i < m; ++i)
+          out[static_cast<std::size_t>((p * m + c) * m + i)] = all[static_cast<std::size_t>(p * sq + i + c * ld)];
+    return out;
+  };
+  return {dense(im.A.data()), dense(r.b < m ? im.Bm.data() : im.AA.data())};
 }
 
 void NewtonSchulz::gemm(const bf16_bits* A, const bf16_bits* B, bf16_bits* C, int batch, std::int64_t m,

@@ -6,6 +6,8 @@
 // Layout conventions: matrices of a shape group are contiguous, row-major, matrix-major
 // ([N][rows][C]); "segments" are independent rows of a 2-D array ([segments][len]).
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "kernels/bf16.hpp"
 #include "kernels/device.hpp"
@@ -181,6 +183,24 @@ void fill_random(float* out, std::int64_t n, std::uint64_t seed, float scale, St
 
 enum class NsKind { polar_express, quintic };
 
+// How NewtonSchulz computes its symmetric products X Xᵀ and A A: only the upper block triangle,
+// mirrored. block_rows: one strided GEMM per block row (set_symmetric_blocks / _min); tiles: the
+// upper triangle's rows x rows tiles of every matrix in one pointer-array GEMM.
+enum class SymmetricLayout { block_rows, tiles };
+struct NsLayout {
+  SymmetricLayout kind = SymmetricLayout::block_rows;
+  std::int64_t rows = 0;  // tile rows (a multiple of 8); block rows: unused when set, m / blocks when reported
+};
+// The layout unless set. Tiles of 256 rows: on H200 the NS of 4 x 5120 x 5120 takes 21.4 ms with
+// them (512: 21.5, 640: 21.6, 1024: 22.2) against 22.2 ms with 8 block rows and 25.2 ms plain.
+inline constexpr NsLayout kDefaultNsLayout{SymmetricLayout::tiles, 256};
+
+// How a NewtonSchulz runs its GEMMs (GpuOptimizer hands it to every rank's instance).
+struct NsTuning {
+  bool autotune = false;            // NewtonSchulz::set_autotune
+  NsLayout layout = kDefaultNsLayout;  // NewtonSchulz::set_symmetric_layout
+};
+
 // Batched in-place orthogonalization of X [batch][rows][cols] bf16 with cuBLASLt bf16 GEMMs (fp32
 // accumulate, bf16 out) and the §2.6.1 rounding sequence. Scratch is sized by reserve(); run()
 // never allocates once reserved for that size.
@@ -202,6 +222,20 @@ class NewtonSchulz {
   // candidates (all with fp32 split-K reduction) and keeps the fastest; set before the first run().
   // It synchronizes the host once per new shape, and the choice can differ between runs.
   void set_autotune(bool on);
+  // The symmetric products' layout (default kDefaultNsLayout). Where tiles do not apply to a shape
+  // (rows must split m into >= 2 tiles) the shape uses block rows. Throws std::invalid_argument for
+  // tiles without positive rows that are a multiple of 8.
+  void set_symmetric_layout(NsLayout layout);
+  // The layout run() uses for this shape (rows = the block size; for block rows m / blocks). With
+  // autotuning, the first run of a shape times block rows, the configured layout and the tiles of
+  // 128, 256 and 512 rows that apply on that run's input and keeps the fastest (another host
+  // synchronization, once per shape).
+  [[nodiscard]] NsLayout layout(int batch, std::int64_t rows, std::int64_t cols) const;
+  // For tests: the first iteration's symmetric products of X (X is not modified) with the
+  // configured layout, downloaded as dense row-major [batch][m][m]: A = X Xᵀ (tall: Xᵀ X) and A A.
+  std::pair<std::vector<bf16_bits>, std::vector<bf16_bits>> symmetric_products(const bf16_bits* X, int batch,
+                                                                               std::int64_t rows, std::int64_t cols,
+                                                                               StreamHandle s);
   [[nodiscard]] std::int64_t symmetric_blocks(std::int64_t m) const;
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
   static double flops(int batch, std::int64_t rows, std::int64_t cols);

@@ -113,6 +113,7 @@ int main(int argc, char** argv) {
       double plain = 0;
       for (int blocks : {1, 2, 4, 8, 16}) {
         NewtonSchulz ns(NsKind::polar_express);
+        ns.set_symmetric_layout({SymmetricLayout::block_rows, 0});
         ns.set_symmetric_min(1);
         ns.set_symmetric_blocks(blocks);
         if (blocks > 1 && ns.symmetric_blocks(m) != blocks) continue;
@@ -126,7 +127,23 @@ int main(int argc, char** argv) {
                     static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m), blocks, ms,
                     ms / plain);
       }
-      {  // the default block rows with autotuned GEMM algorithms (tuned in median_ms's warm-up runs)
+      // Tiles (t: the upper triangle's tiles in one pointer-array GEMM per product), default algorithms.
+      for (const std::int64_t tile : {128, 256, 320, 512, 640, 1024}) {
+        const NsLayout want{SymmetricLayout::tiles, tile};
+        NewtonSchulz ns(NsKind::polar_express);
+        ns.set_symmetric_layout(want);
+        const NsLayout got = ns.layout(static_cast<int>(batch), rows, cols);
+        if (got.kind != want.kind) continue;  // does not apply to this shape
+        ns.reserve(static_cast<int>(batch), rows, cols);
+        const double ms = median_ms(s, iters, [&] {
+                            copy_device(X.data(), X0.data(), X0.bytes(), s);
+                            ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
+                          }) - copy_ms;
+        std::printf("%4lld x %6lld x %6lld %7lld %6s%lld %10.3f %10.3f\n", static_cast<long long>(batch),
+                    static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m), "t",
+                    static_cast<long long>(want.rows), ms, ms / plain);
+      }
+      {  // what `dionsim measure` runs: autotuned layout and GEMM algorithms (tuned in the warm-up runs)
         NewtonSchulz ns(NsKind::polar_express);
         ns.set_autotune(true);
         ns.reserve(static_cast<int>(batch), rows, cols);
@@ -134,9 +151,13 @@ int main(int argc, char** argv) {
                             copy_device(X.data(), X0.data(), X0.bytes(), s);
                             ns.run(X.data(), static_cast<int>(batch), rows, cols, s);
                           }) - copy_ms;
-        std::printf("%4lld x %6lld x %6lld %7lld %4lld+at %10.3f %10.3f\n", static_cast<long long>(batch),
+        const NsLayout l = ns.layout(static_cast<int>(batch), rows, cols);
+        std::string chosen = "at:";
+        chosen += l.kind == SymmetricLayout::tiles ? 't' : 'b';
+        chosen += std::to_string(l.rows);
+        std::printf("%4lld x %6lld x %6lld %7lld %7s %10.3f %10.3f\n", static_cast<long long>(batch),
                     static_cast<long long>(rows), static_cast<long long>(cols), static_cast<long long>(m),
-                    static_cast<long long>(ns.symmetric_blocks(m)), ms, ms / plain);
+                    chosen.c_str(), ms, ms / plain);
       }
     }
     // Memory-bound kernels: effective bandwidth (bytes read + written / time).
