@@ -53,6 +53,9 @@ int run_whatif(std::span<const std::string> args) {
       ("rank-skew-ms", po::value<double>()->notifier(set(o.rank_skew_ms)),
        "spread (std. dev., ms) of the ranks' arrival at the optimizer step: the measured rank waits "
        "sigma * E[max of world normals] in the step's first collective (default: a calibration's, else 0)")
+      ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
+       "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
+       "beside it (default: a calibration's, else 1)")
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   // clang-format on

@@ -156,6 +156,7 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
   const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
   struct CompOp {
     double work = 0, slowdown = 1;  // isolated ns; stretch while a collective runs
+    bool memory_bound = false;      // no GEMM FLOPs: slows a collective beside it
     std::int64_t after_comm = -1;   // index into comm: the task's previous collective (first kernel of a phase)
     double release = 0;
     StepEvent event;
@@ -179,7 +180,7 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
     for (const auto& k : phase.kernels) {
       host += host_cost_ns(options.host_launch_us, k.launches);
       const DurationNs d = kernels.time_ns(query(group, k));
-      comp.push_back({static_cast<double>(d), kernels.overlap_slowdown(k.kernel), first ? prev : -1,
+      comp.push_back({static_cast<double>(d), kernels.overlap_slowdown(k.kernel), k.gemm_flops <= 0.0, first ? prev : -1,
                       static_cast<double>(release_ns(options, host)),
                       {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches}});
       first = false;
@@ -195,12 +196,14 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
     last_collective[static_cast<std::size_t>(task)] = static_cast<std::int64_t>(comm.size()) - 1;
   }
 
-  // Event by event: at most one kernel and one collective run at a time (two FIFO streams).
+  // Event by event: at most one kernel and one collective run at a time (two FIFO streams); while
+  // both run, the kernel progresses at 1/its overlap slowdown and the collective, beside a
+  // memory-bound kernel, at 1/collective_hbm_slowdown.
   std::vector<double> comp_end(comp.size(), -1), comm_end(comm.size(), -1), comp_start(comp.size()),
       comm_start(comm.size());
   std::size_t ci = 0, mi = 0;
   bool comp_busy = false, comm_busy = false;
-  double t = 0, remaining = 0;
+  double t = 0, remaining = 0, comm_remaining = 0;
   const auto comp_ready = [&](const CompOp& op) { return op.after_comm < 0 || comm_end[op.after_comm] >= 0; };
   const auto comm_ready = [&](const CommOp& op) { return op.after_comp < 0 || comp_end[op.after_comp] >= 0; };
   while (ci < comp.size() || mi < comm.size()) {
@@ -212,23 +215,27 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
     if (!comm_busy && mi < comm.size() && comm_ready(comm[mi]) && comm[mi].release <= t) {
       comm_busy = true;
       comm_start[mi] = t;
+      comm_remaining = comm[mi].duration;
     }
     const double rate = comp_busy && comm_busy ? 1.0 / comp[ci].slowdown : 1.0;
+    const double comm_rate =
+        comp_busy && comm_busy && comp[ci].memory_bound ? 1.0 / options.collective_hbm_slowdown : 1.0;
     double next = std::numeric_limits<double>::infinity();
     if (comp_busy) next = std::min(next, t + remaining / rate);
-    if (comm_busy) next = std::min(next, comm_start[mi] + comm[mi].duration);
+    if (comm_busy) next = std::min(next, t + comm_remaining / comm_rate);
     if (!comp_busy && ci < comp.size() && comp_ready(comp[ci])) next = std::min(next, comp[ci].release);
     if (!comm_busy && mi < comm.size() && comm_ready(comm[mi])) next = std::min(next, comm[mi].release);
     if (!(next < std::numeric_limits<double>::infinity())) {
       throw std::logic_error("contention schedule: no op can run (dependency cycle)");
     }
     if (comp_busy) remaining -= (next - t) * rate;
+    if (comm_busy) comm_remaining -= (next - t) * comm_rate;
     t = next;
     if (comp_busy && remaining <= 1e-6) {
       comp_end[ci++] = t;
       comp_busy = false;
     }
-    if (comm_busy && t >= comm_start[mi] + comm[mi].duration) {
+    if (comm_busy && comm_remaining <= 1e-6) {
       comm_end[mi++] = t;
       comm_busy = false;
     }
@@ -257,7 +264,11 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
 
 OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                             const CollectiveTimer& collectives, const StepProgramOptions& options) {
-  if (kernels.models_contention()) {
+  if (!(options.collective_hbm_slowdown >= 1.0 && std::isfinite(options.collective_hbm_slowdown))) {
+    throw_bad_input("optimizer step", "collective_hbm_slowdown", std::to_string(options.collective_hbm_slowdown),
+                    "a factor >= 1");
+  }
+  if (kernels.models_contention() || options.collective_hbm_slowdown > 1.0) {
     return contention_schedule_optimizer_step(plan, kernels, collectives, options);
   }
   const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);

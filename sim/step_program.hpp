@@ -50,6 +50,12 @@ struct StepProgramOptions {
   // training): launches cost host time (host_issue_ns, the CPU span) but gate nothing on the GPU.
   bool host_ahead = false;
   int max_concurrent_tasks = 3;
+  // A collective progresses this many times slower while a memory-bound kernel (no GEMM FLOPs)
+  // runs on the compute stream: NCCL's copy kernels read and write HBM, and a kernel that
+  // saturates HBM starves them (the seed thread's 1-node trace: all-to-all kernels 0.66 ms alone,
+  // 1.02–1.33 ms beside the full-momentum kernels, same bytes). Meant for collectives bound by
+  // NVLink, i.e. within one node; 1 = no effect.
+  double collective_hbm_slowdown = 1.0;
 };
 
 struct OptimizerStepResult {

@@ -83,6 +83,7 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"host_launch_us", c.host_launch_us},
   };
   if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
+  if (c.collective_hbm_slowdown) j["collective_hbm_slowdown"] = *c.collective_hbm_slowdown;
   if (c.host_ahead) j["host_ahead"] = true;
   // Only when calibrated, so that the hashes of earlier runs stay what they were.
   if (c.alltoall_intra_efficiency != 1.0 || c.alltoall_inter_efficiency != 1.0 || c.alltoall_latency_us != 0.0) {
@@ -121,6 +122,10 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   }
   if (s.base.rank_skew_ms && !(*s.base.rank_skew_ms >= 0.0 && *s.base.rank_skew_ms <= 1e6)) {
     throw_bad_usage("--rank-skew-ms", shortest(*s.base.rank_skew_ms), "a number in [0, 1e6] (ms)");
+  }
+  if (s.base.collective_hbm_slowdown &&
+      !(*s.base.collective_hbm_slowdown >= 1.0 && *s.base.collective_hbm_slowdown <= 100.0)) {
+    throw_bad_usage("--collective-hbm-slowdown", shortest(*s.base.collective_hbm_slowdown), "a factor in [1, 100]");
   }
   if (s.base.alltoall_algbw_GBps && !(*s.base.alltoall_algbw_GBps > 0.0)) {
     throw_bad_usage("--alltoall-algbw-GBps", shortest(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
@@ -245,6 +250,9 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   StepProgramOptions options;
   options.host_launch_us = config.host_launch_us;
   options.host_ahead = config.host_ahead;
+  // Within one node the collectives ride NVLink and contend with memory-bound kernels for HBM;
+  // across nodes the NIC bounds them.
+  if (config.nodes == 1) options.collective_hbm_slowdown = config.collective_hbm_slowdown.value_or(1.0);
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
 
   for (const auto& m : inventory.entries) {
@@ -362,6 +370,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.tokens_per_gpu = o.tokens_per_gpu;
   base.host_launch_us = o.host_launch_us;
   base.rank_skew_ms = o.rank_skew_ms;
+  base.collective_hbm_slowdown = o.collective_hbm_slowdown;
   base.host_ahead = o.host_ahead;
   base.fwd_bwd_ms = o.fwd_bwd_ms;
   base.mfu = o.mfu;

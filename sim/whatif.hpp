@@ -46,6 +46,10 @@ struct WhatifConfig {
   // includes that wait (the shared 2 × H200 traces: 0.2 ms on the late rank, 14–18 ms on the early
   // one). nullopt = all ranks arrive together. See expected_rank_wait_ns.
   std::optional<double> rank_skew_ms;
+  // A collective within one node (NVLink) runs this many times slower while a memory-bound kernel
+  // runs beside it (StepProgramOptions::collective_hbm_slowdown); collectives that cross nodes are
+  // bound by the NIC and unaffected. nullopt = no such contention.
+  std::optional<double> collective_hbm_slowdown;
   std::string hardware;                       // GPU preset or calibration name (for output)
   std::string calibration;                    // calibration file ("" = none), for the record
   std::optional<double> fwd_bwd_ms;
@@ -133,7 +137,7 @@ struct WhatifOptions {
   std::int64_t tokens_per_gpu = 16384;
   double host_launch_us = 0.0;
   bool host_ahead = false;
-  std::optional<double> rank_skew_ms;
+  std::optional<double> rank_skew_ms, collective_hbm_slowdown;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 

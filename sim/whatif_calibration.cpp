@@ -149,6 +149,9 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else if (key == "ns_gemm_overlap_slowdown") {
       if (!(value >= 1.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a factor >= 1");
       cal.config.overlap_slowdown_by_kernel["ns_gemm"] = value;
+    } else if (key == "collective_hbm_slowdown") {
+      if (!(value >= 1.0 && value <= 100.0)) throw_bad_input(name, key, std::to_string(value), "a factor in [1, 100]");
+      cal.step.collective_hbm_slowdown = value;
     } else if (key == "fwd_bwd_ms" || key == "alltoall_latency_us" || key == "launch_gap_us" ||
                key == "rank_skew_ms" || key == "host_launch_us") {
       if (!(value >= 0.0 && std::isfinite(value))) throw_bad_input(name, key, std::to_string(value), "a time >= 0");
@@ -197,6 +200,8 @@ void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
   if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
   if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
   if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
+  if (step.collective_hbm_slowdown && !config.collective_hbm_slowdown)
+    config.collective_hbm_slowdown = step.collective_hbm_slowdown;
   if (step.host_launch_us && config.host_launch_us == 0.0) {
     config.host_launch_us = *step.host_launch_us;
     config.host_ahead = true;  // fitted on steady-state training steps: the host runs ahead

@@ -37,6 +37,7 @@ struct StepCalibration {
   std::optional<double> nic_efficiency;
   std::optional<double> alltoall_intra_efficiency, alltoall_inter_efficiency, alltoall_latency_us;
   std::optional<double> rank_skew_ms;  // WhatifConfig::rank_skew_ms unless the command line set it
+  std::optional<double> collective_hbm_slowdown;  // likewise WhatifConfig::collective_hbm_slowdown
   std::optional<double> host_launch_us;  // WhatifConfig::host_launch_us unless the command line set it
 };
 

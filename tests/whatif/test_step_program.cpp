@@ -299,3 +299,48 @@ TEST_CASE("contention schedule with no slowdown equals the list schedule on real
     }
   }
 }
+
+TEST_CASE("contention: a collective beside a memory-bound kernel runs slower, by hand", "[step_program]") {
+  // Two tasks, each a memory-bound kernel of 100 us, an all-to-all of 60 us, then a GEMM of 100 us.
+  auto config = default_kernel_model_config(hardware_preset("h200", "--hardware"));
+  config.hardware.launch_gap_us = 0;
+  config.hardware.hbm_efficiency = 1.0;
+  config.TFLOPs_by_kernel["ns_gemm"] = 10.0;  // 1e9 FLOPs = 100 us
+  const KernelModel model(config);
+  const auto bytes = static_cast<std::int64_t>(std::llround(100e-6 * config.hardware.hbm_GBps * 1e9));
+  opt::Plan plan;
+  for (int t = 0; t < 2; ++t) {
+    opt::GroupPlan g;
+    g.rows = g.cols = 1024;
+    opt::PhasePlan p0;
+    p0.kernels = {{"momentum", 0.0, bytes, 1}};
+    p0.collective = {opt::CollectiveKind::all_to_all, "a2a_fwd", 1'000'000, 500'000};
+    opt::PhasePlan p1;
+    p1.kernels = {{"ns_gemm", 1e9, 0, 1}};
+    g.phases = {p0, p1};
+    plan.groups.push_back(g);
+  }
+  StepProgramOptions options;
+  options.collective_hbm_slowdown = 2.0;
+  const auto r = contention_schedule_optimizer_step(plan, model, FixedTimer(60'000), options);
+  // Issue order A0 B0 A1 B1. A's kernel [0, 100]; A's a2a from 100 beside B's memory-bound kernel
+  // [100, 200] at half speed (50 us of its 60 by 200), the rest alone -> [100, 210]. B's a2a waits
+  // for it (one stream) and runs beside A's GEMM (compute-bound: full speed) -> [210, 270].
+  REQUIRE(r.events.size() == 6);
+  CHECK(r.events[0].duration_ns == 100'000);
+  CHECK(r.events[1].name == "a2a_fwd");
+  CHECK(r.events[1].start_ns == 100'000);
+  CHECK(r.events[1].duration_ns == 110'000);
+  CHECK(r.events[2].start_ns == 100'000);  // B's kernel: not slowed by the collective
+  CHECK(r.events[2].duration_ns == 100'000);
+  CHECK(r.events[3].start_ns == 210'000);  // B's a2a
+  CHECK(r.events[3].duration_ns == 60'000);
+  CHECK(r.events[4].start_ns == 210'000);  // A's GEMM after A's a2a
+  CHECK(r.a2a_ns == 170'000);
+  // Factor 1 is the plain schedule; below 1 is rejected.
+  options.collective_hbm_slowdown = 1.0;
+  CHECK(simulate_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
+  CHECK(list_schedule_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
+  options.collective_hbm_slowdown = 0.5;
+  CHECK_THROWS_AS(simulate_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
+}

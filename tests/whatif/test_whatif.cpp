@@ -322,3 +322,45 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
   bad.base.rank_skew_ms = -1.0;
   CHECK_THROWS_WITH(expand(bad), Catch::Contains("--rank-skew-ms"));
 }
+
+TEST_CASE("whatif: HBM contention slows the collectives within one node only", "[whatif]") {
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  auto study = seed_study();
+  study.nodes = {1, 2};
+  const auto plain = expand(study);
+  study.base.collective_hbm_slowdown = 1.8;
+  const auto slowed = expand(study);
+  REQUIRE(plain.size() == slowed.size());
+  for (std::size_t i = 0; i < plain.size(); ++i) {
+    const auto a = run_whatif(plain[i], inventory, model);
+    const auto b = run_whatif(slowed[i], inventory, model);
+    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    CHECK(to_json(b.config)["collective_hbm_slowdown"] == 1.8);  // named in the hash input only when set
+    CHECK_FALSE(to_json(a.config).contains("collective_hbm_slowdown"));
+    if (b.config.nodes > 1) {  // across nodes the NIC bounds the collectives: nothing changes
+      CHECK(b.opt.a2a_ns == a.opt.a2a_ns);
+      CHECK(b.opt.wall_ns == a.opt.wall_ns);
+    } else {  // every plan has an all-to-all beside a memory-bound kernel (the next task's momentum)
+      CHECK(b.opt.a2a_ns > a.opt.a2a_ns);
+      CHECK(b.opt.wall_ns >= a.opt.wall_ns);
+      CHECK(b.opt.ns_gemm_ns == a.opt.ns_gemm_ns);  // the kernels themselves are not slowed
+    }
+  }
+  auto bad = seed_study();
+  bad.base.collective_hbm_slowdown = 0.9;
+  CHECK_THROWS_WITH(expand(bad), Catch::Contains("--collective-hbm-slowdown"));
+  // From a calibration: applied unless the command line set it; a factor below 1 is refused.
+  const auto h100_hw = hardware_preset("h100-sxm", "--hardware");
+  const auto cal = kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 1.5}}, h100_hw);
+  CHECK(cal.unused_parameters.empty());
+  WhatifConfig w;
+  apply_step_calibration(cal.step, w);
+  CHECK(w.collective_hbm_slowdown == 1.5);
+  WhatifConfig given;
+  given.collective_hbm_slowdown = 1.0;
+  apply_step_calibration(cal.step, given);
+  CHECK(given.collective_hbm_slowdown == 1.0);
+  CHECK_THROWS_AS(kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 0.5}}, h100_hw),
+                  InputError);
+}
