@@ -222,16 +222,18 @@ namespace {
 
 // One task of two phases: a kernel of `kernel_ns` isolated work, then a collective; the second
 // task's kernel runs while the first task's collective is in flight.
-opt::Plan two_task_plan() {
+// Two tasks of two phases: `first`, an all-to-all, then `second`.
+opt::Plan two_task_plan(const opt::KernelWork& first = {"ns_gemm", 1e9, 0, 0},  // time set by the test's model
+                        const opt::KernelWork& second = {"post", 0.0, 1, 0}) {
   opt::Plan plan;
   for (int t = 0; t < 2; ++t) {
     opt::GroupPlan g;
     g.rows = g.cols = 1024;
     opt::PhasePlan p0;
-    p0.kernels = {{"ns_gemm", 1e9, 0, 0}};  // FLOPs set by the test's model
+    p0.kernels = {first};
     p0.collective = {opt::CollectiveKind::all_to_all, "a2a_fwd", 1'000'000, 500'000};
     opt::PhasePlan p1;
-    p1.kernels = {{"post", 0.0, 1, 0}};
+    p1.kernels = {second};
     g.phases = {p0, p1};
     plan.groups.push_back(g);
   }
@@ -308,18 +310,7 @@ TEST_CASE("contention: a collective beside a memory-bound kernel runs slower, by
   config.TFLOPs_by_kernel["ns_gemm"] = 10.0;  // 1e9 FLOPs = 100 us
   const KernelModel model(config);
   const auto bytes = static_cast<std::int64_t>(std::llround(100e-6 * config.hardware.hbm_GBps * 1e9));
-  opt::Plan plan;
-  for (int t = 0; t < 2; ++t) {
-    opt::GroupPlan g;
-    g.rows = g.cols = 1024;
-    opt::PhasePlan p0;
-    p0.kernels = {{"momentum", 0.0, bytes, 1}};
-    p0.collective = {opt::CollectiveKind::all_to_all, "a2a_fwd", 1'000'000, 500'000};
-    opt::PhasePlan p1;
-    p1.kernels = {{"ns_gemm", 1e9, 0, 1}};
-    g.phases = {p0, p1};
-    plan.groups.push_back(g);
-  }
+  const opt::Plan plan = two_task_plan({"momentum", 0.0, bytes, 1}, {"ns_gemm", 1e9, 0, 1});
   StepProgramOptions options;
   options.collective_hbm_slowdown = 2.0;
   const auto r = contention_schedule_optimizer_step(plan, model, FixedTimer(60'000), options);
