@@ -137,7 +137,7 @@ int run_measure(std::span<const std::string> args) {
     if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
     const auto out = kernels::to_json(cfg, res);
     nlohmann::json config = out;
-    for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device"}) config.erase(k);
+    for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device", "ns_layouts"}) config.erase(k);
     store_measure(cmd.common(), config, out);
     if (cmd.common().json) {
       print_json(out);
@@ -150,6 +150,10 @@ int run_measure(std::span<const std::string> args) {
       std::printf("%-20s %12.3f %s\n", m["metric"].get<std::string>().c_str(), m["value"].get<double>(), m["unit"].get<std::string>().c_str());
     std::printf("\n%-16s %10s\n", "kernel_class", "ms/step");
     for (const auto& [k, ms] : res.kernel_ms) std::printf("%-16s %10.3f\n", k.c_str(), ms);
+    std::printf("\n%5s %-18s %s\n", "group", "ns_input", "ns_layout");
+    for (const auto& l : out["ns_layouts"])
+      std::printf("%5lld %-18s %s\n", l["group"].get<long long>(), l["ns_input"].get<std::string>().c_str(),
+                  l["layout"].get<std::string>().c_str());
     std::printf("\n%5s %-16s %14s %10s %10s\n", "group", "collective", "bytes_sent", "ms", "GB/s");
     for (const auto& c : out["collectives"])
       std::printf("%5lld %-16s %14lld %10.3f %10.1f\n", c["group"].get<long long>(), c["name"].get<std::string>().c_str(),

@@ -70,6 +70,9 @@ class GpuOptimizer {
   [[nodiscard]] std::vector<opt::RankStepStats> last_stats() const;   // per local rank (CAPPED_STATS)
   [[nodiscard]] std::vector<StepTiming> last_timing() const;          // per local rank (timing = true)
   [[nodiscard]] const std::vector<opt::GroupPlan>& groups() const;
+  // Per group, the symmetric-product layout its Newton-Schulz uses on the first local rank (with
+  // autotuning, the one picked in the first step).
+  [[nodiscard]] std::vector<NsLayout> ns_layouts() const;
   [[nodiscard]] const std::vector<std::vector<std::size_t>>& group_params() const;
 
   struct Impl;  // opaque (kernels/gpu_step.cpp)

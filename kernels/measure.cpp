@@ -130,6 +130,7 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
       res.deferred_rows += s.deferred_rows;
     }
   }
+  res.ns_layouts_used = gpu.ns_layouts();
   res.median_step_ms = median(res.step_ms);
   for (const auto& [k, v] : kernel_samples) res.kernel_ms[k] = median(v);
   for (const auto& [key, v] : coll_samples) res.collectives.push_back({key.first, key.second, coll_bytes[key], median(v)});
@@ -147,6 +148,19 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
     colls.push_back({{"name", x.name}, {"group", x.group}, {"bytes_sent", x.bytes_sent}, {"ms", x.median_ms},
                      {"GBps", static_cast<double>(x.bytes_sent) / (x.median_ms * 1e6)}});
   }
+  nlohmann::json ns_layouts = nlohmann::json::array();  // the layout each group's NS ran with
+  // Block rows are reported with their height ("blocks:640"), one block as "plain".
+  for (std::size_t g = 0; g < r.ns_layouts_used.size() && g < r.groups.size(); ++g) {
+    const auto& plan = r.groups[g];
+    const std::int64_t rows = plan.path == opt::Path::global ? plan.k_tot : plan.kw;
+    const NsLayout& l = r.ns_layouts_used[g];
+    std::string layout = to_string(l);
+    if (l.kind == SymmetricLayout::block_rows && l.rows >= std::min(rows, plan.cols)) layout = "plain";
+    else if (l.kind == SymmetricLayout::block_rows) layout.append(":").append(std::to_string(l.rows));
+    std::string input = std::to_string(plan.pr);
+    input.append("x").append(std::to_string(rows)).append("x").append(std::to_string(plan.cols));
+    ns_layouts.push_back({{"group", g}, {"ns_input", input}, {"layout", layout}});
+  }
   auto metric = [](const char* m, double v, const char* u) {
     return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}};
   };
@@ -162,7 +176,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
           {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
           {"ns_autotune", r.ns_autotune}, {"ns_layout", to_string(r.ns_layout)}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},
-          {"collectives", colls},
+          {"collectives", colls}, {"ns_layouts", ns_layouts},
           {"metrics",
            {metric("opt_step_ms", r.median_step_ms, "ms"), metric("ns_gemm_ms", gemm, "ms"),
             metric("non_gemm_ms", other, "ms"), metric("a2a_ms", a2a, "ms"),

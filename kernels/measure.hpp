@@ -63,6 +63,7 @@ struct MeasureResult {
   StreamMode streams = StreamMode::single;  // the layout used (after DIONSIM_GPU_STREAMS)
   bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE
   NsLayout ns_layout;                       // after DIONSIM_NS_LAYOUT
+  std::vector<NsLayout> ns_layouts_used;    // per group: the layout its NS ran with (autotuned: picked)
 };
 
 // The ranks this process drives (launch::select_launch decides): under an MPI launch the single

@@ -290,3 +290,36 @@ TEST_CASE("overlapped stream layouts give the single-stream step's results bit f
     }
   }
 }
+
+TEST_CASE("the step reports each group's NS layout, configured or autotuned", "[gpu][step][ns]") {
+  opt::StepConfig cfg;
+  cfg.world = 2;
+  cfg.scope = opt::Scope::local;
+  cfg.fraction = 0.5;
+  // local NS inputs: pr matrices of kw = w * k rows by 96 columns — "sq" 32 x 96 (tiles of 16
+  // apply), "wide" 20 x 96 (they do not: block rows).
+  std::vector<opt::ParamSpec> params;
+  for (int i = 0; i < 4; ++i) params.push_back({"sq" + std::to_string(i), 64, 96});
+  for (int i = 0; i < 2; ++i) params.push_back({"wide" + std::to_string(i), 40, 96});
+  LoopbackTransport tr(2, 0);
+  {
+    GpuOptimizer gpu(cfg, params, tr, false, 3, StreamMode::single, NsTuning{false, {SymmetricLayout::tiles, 16}});
+    const auto layouts = gpu.ns_layouts();
+    REQUIRE(layouts.size() == gpu.groups().size());
+    for (std::size_t g = 0; g < layouts.size(); ++g) {
+      const auto& plan = gpu.groups()[g];
+      const std::int64_t m = std::min(plan.kw, plan.cols);
+      INFO("group " << g << " NS m " << m);
+      // tiles of 16 where they split m into >= 2, block rows otherwise
+      CHECK(layouts[g].kind == (m % 16 == 0 && m / 16 >= 2 ? SymmetricLayout::tiles : SymmetricLayout::block_rows));
+    }
+  }
+  GpuOptimizer tuned(cfg, params, tr, false, 3, StreamMode::single, NsTuning{true, {SymmetricLayout::tiles, 16}});
+  tuned.randomize_weights(1);
+  tuned.randomize_grads(2);
+  tuned.step();  // the first step tunes every NS shape
+  tuned.synchronize();
+  const auto picked = tuned.ns_layouts();
+  REQUIRE(picked.size() == tuned.groups().size());
+  for (const auto& l : picked) CHECK(l.rows > 0);  // a real choice: tile rows or block height
+}
