@@ -112,15 +112,6 @@ struct GpuOptimizer::Impl {
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
   [[nodiscard]] std::int64_t w() const { return cfg.world; }
-  // The NS input of a group on one rank: pr matrices of the selected rows (global: k_tot, gathered
-  // on the owner; local and capped: kw) by the columns.
-  struct NsShape {
-    int batch;
-    std::int64_t rows, cols;
-  };
-  static NsShape ns_shape(const opt::GroupPlan& g) {
-    return {static_cast<int>(g.pr), g.path == opt::Path::global ? g.k_tot : g.kw, g.cols};
-  }
   std::int64_t rows_of(const opt::GroupPlan& g, int rank) const {
     return std::clamp<std::int64_t>(g.rows - rank * g.pl, 0, g.pl);
   }
@@ -209,7 +200,6 @@ struct GpuOptimizer::Impl {
           rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.k * C), "local recv");
           rg->ns = DeviceArray<bf16_bits>(at(pr * g.kw * C), "local ns");
           rg->u_row = DeviceArray<std::int32_t>(at(N * L), "local post row map");
-          rc.ns->reserve(ns_shape(g).batch, ns_shape(g).rows, ns_shape(g).cols);
         } else if (g.path == opt::Path::global) {
           rg->send = DeviceArray<bf16_bits>(at(g.Np * g.pl * C), "global send");
           memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
@@ -222,7 +212,6 @@ struct GpuOptimizer::Impl {
           rg->amask = DeviceArray<std::uint8_t>(at(pr * W * g.pl), "global mask");
           rg->aindex = DeviceArray<std::int32_t>(at(pr * W * g.pl), "global index");
           rg->acount = DeviceArray<std::int32_t>(at(pr), "global count");
-          rc.ns->reserve(ns_shape(g).batch, ns_shape(g).rows, ns_shape(g).cols);
         } else {  // capped_packed
           rg->pnorms = DeviceArray<float>(at(N * g.pl), "capped padded norms");
           rg->gathered = DeviceArray<float>(at(W * N * g.pl), "capped gathered norms");
@@ -236,8 +225,9 @@ struct GpuOptimizer::Impl {
           rg->route = DeviceArray<std::int32_t>(at(W * g.B), "capped route");
           rg->u_row = DeviceArray<std::int32_t>(at(N * L), "capped post row map");
           rg->scratch = std::make_unique<CappedScratch>(shape(g, rc.rank));
-          rc.ns->reserve(ns_shape(g).batch, ns_shape(g).rows, ns_shape(g).cols);
         }
+        const NsInput in = ns_input(g);
+        rc.ns->reserve(in.batch, in.rows, in.cols);
         rc.groups.push_back(std::move(rg));
       }
       kernels::synchronize(rc.compute);
@@ -731,12 +721,16 @@ std::vector<StepTiming> GpuOptimizer::last_timing() const {
   return out;
 }
 
+NsInput ns_input(const opt::GroupPlan& g) {
+  return {static_cast<int>(g.pr), g.path == opt::Path::global ? g.k_tot : g.kw, g.cols};
+}
+
 const std::vector<opt::GroupPlan>& GpuOptimizer::groups() const { return impl_->plans; }
 std::vector<NsLayout> GpuOptimizer::ns_layouts() const {
   std::vector<NsLayout> out;
   for (const auto& g : impl_->plans) {
-    const auto shape = Impl::ns_shape(g);
-    out.push_back(impl_->ranks.front().ns->layout(shape.batch, shape.rows, shape.cols));
+    const NsInput in = ns_input(g);
+    out.push_back(impl_->ranks.front().ns->layout(in.batch, in.rows, in.cols));
   }
   return out;
 }

@@ -45,6 +45,14 @@ struct StepTiming {
 // the auxiliary streams at the highest priority instead.
 enum class StreamMode { single, overlap, overlap_ns_first, overlap_aux_first };
 
+// The Newton-Schulz input of a group on one rank: pr matrices of the selected rows (global: k_tot,
+// gathered on the owner; local and capped: kw) by the columns.
+struct NsInput {
+  int batch;
+  std::int64_t rows, cols;
+};
+[[nodiscard]] NsInput ns_input(const opt::GroupPlan& g);
+
 class GpuOptimizer {
  public:
   GpuOptimizer(const opt::StepConfig& config, std::vector<opt::ParamSpec> params, StepTransport& transport,

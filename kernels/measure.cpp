@@ -151,14 +151,13 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
   nlohmann::json ns_layouts = nlohmann::json::array();  // the layout each group's NS ran with
   // Block rows are reported with their height ("blocks:640"), one block as "plain".
   for (std::size_t g = 0; g < r.ns_layouts_used.size() && g < r.groups.size(); ++g) {
-    const auto& plan = r.groups[g];
-    const std::int64_t rows = plan.path == opt::Path::global ? plan.k_tot : plan.kw;
+    const NsInput in = ns_input(r.groups[g]);
     const NsLayout& l = r.ns_layouts_used[g];
     std::string layout = to_string(l);
-    if (l.kind == SymmetricLayout::block_rows && l.rows >= std::min(rows, plan.cols)) layout = "plain";
+    if (l.kind == SymmetricLayout::block_rows && l.rows >= std::min(in.rows, in.cols)) layout = "plain";
     else if (l.kind == SymmetricLayout::block_rows) layout.append(":").append(std::to_string(l.rows));
-    std::string input = std::to_string(plan.pr);
-    input.append("x").append(std::to_string(rows)).append("x").append(std::to_string(plan.cols));
+    std::string input = std::to_string(in.batch);
+    input.append("x").append(std::to_string(in.rows)).append("x").append(std::to_string(in.cols));
     ns_layouts.push_back({{"group", g}, {"ns_input", input}, {"layout", layout}});
   }
   auto metric = [](const char* m, double v, const char* u) {

@@ -307,8 +307,8 @@ TEST_CASE("the step reports each group's NS layout, configured or autotuned", "[
     const auto layouts = gpu.ns_layouts();
     REQUIRE(layouts.size() == gpu.groups().size());
     for (std::size_t g = 0; g < layouts.size(); ++g) {
-      const auto& plan = gpu.groups()[g];
-      const std::int64_t m = std::min(plan.kw, plan.cols);
+      const NsInput in = ns_input(gpu.groups()[g]);
+      const std::int64_t m = std::min(in.rows, in.cols);
       INFO("group " << g << " NS m " << m);
       // tiles of 16 where they split m into >= 2, block rows otherwise
       CHECK(layouts[g].kind == (m % 16 == 0 && m / 16 >= 2 ? SymmetricLayout::tiles : SymmetricLayout::block_rows));
