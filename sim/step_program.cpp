@@ -153,6 +153,10 @@ std::vector<int> phase_counts(const opt::Plan& plan) {
 OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                                        const CollectiveTimer& collectives,
                                                        const StepProgramOptions& options) {
+  if (!(options.collective_hbm_slowdown >= 1.0 && std::isfinite(options.collective_hbm_slowdown))) {
+    throw_bad_input("optimizer step", "collective_hbm_slowdown", std::to_string(options.collective_hbm_slowdown),
+                    "a factor >= 1");
+  }
   const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
   struct CompOp {
     double work = 0, slowdown = 1;  // isolated ns; stretch while a collective runs
@@ -264,11 +268,8 @@ OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, co
 
 OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                             const CollectiveTimer& collectives, const StepProgramOptions& options) {
-  if (!(options.collective_hbm_slowdown >= 1.0 && std::isfinite(options.collective_hbm_slowdown))) {
-    throw_bad_input("optimizer step", "collective_hbm_slowdown", std::to_string(options.collective_hbm_slowdown),
-                    "a factor >= 1");
-  }
-  if (kernels.models_contention() || options.collective_hbm_slowdown > 1.0) {
+  // Any factor other than 1 (an invalid one included: it is refused there) needs the contention schedule.
+  if (kernels.models_contention() || options.collective_hbm_slowdown != 1.0) {
     return contention_schedule_optimizer_step(plan, kernels, collectives, options);
   }
   const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);

@@ -334,4 +334,5 @@ TEST_CASE("contention: a collective beside a memory-bound kernel runs slower, by
   CHECK(list_schedule_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
   options.collective_hbm_slowdown = 0.5;
   CHECK_THROWS_AS(simulate_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
+  CHECK_THROWS_AS(contention_schedule_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
 }
