@@ -336,7 +336,7 @@ const std::vector<MetricInfo>& known_metrics() {
       {"opt_wall_ms", "ms", "optimizer step wall time"},
       {"opt_gpu_ms", "ms", "GPU busy time inside the optimizer step"},
       {"opt_gpu_window_ms", "ms", "first to last optimizer kernel on the GPU"},
-      {"opt_stream_window_ms", "ms", "first to last optimizer kernel on the compute stream"},
+      {"opt_stream_window_ms", "ms", "first to last optimizer collective on its NCCL stream"},
       {"opt_window_gemm_ms", "ms", "GEMM time inside the optimizer window"},
       {"opt_gpu_idle_pct", "%", "idle share of the optimizer GPU window"},
       {"ns_gemm_ms", "ms", "Newton-Schulz GEMM kernel time"},

@@ -44,6 +44,10 @@ struct StepMetric {
   bool fitted = true;
 };
 [[nodiscard]] const std::vector<StepMetric>& step_metrics();
+// The whatif metric a configuration's measured metric is compared with: `metric.predicted`, except
+// the idle share of a run that measured the collective-stream window (`opt_stream_window_ms`).
+[[nodiscard]] const std::string& predicted_metric(const MeasuredConfiguration& configuration,
+                                                  const StepMetric& metric);
 
 // "key=value" filters on a configuration's columns (to_json of MeasuredConfiguration): conditions
 // on one key are alternatives (OR), different keys must all hold (AND). UsageError for a bad

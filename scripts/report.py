@@ -518,7 +518,7 @@ def validate(args):
     mapping = {
         "step_wall_ms": "step_wall_ms", "opt_gpu_window_ms": "opt_wall_ms", "ns_gemm_ms": "ns_gemm_ms",
         "non_gemm_ms": "non_gemm_ms", "a2a_ms": "a2a_ms", "a2a_payload_MB": "a2a_payload_MB",
-        "opt_kernel_launches": "opt_kernel_launches", "opt_stream_window_ms": "opt_wall_ms",
+        "opt_kernel_launches": "opt_kernel_launches", "opt_stream_window_ms": "opt_comm_window_ms",
         "opt_gpu_ms": "opt_gpu_ms", "opt_gpu_idle_pct": "opt_gpu_idle_pct", "mfu_pct": "mfu_pct",
     }
     fitted = {(1, "local", "step_wall_ms"), (1, "local", "ns_gemm_ms"), (1, "local", "non_gemm_ms"),
@@ -531,7 +531,10 @@ def validate(args):
         for metric, value in measured.items():
             if metric not in mapping:
                 continue
-            pred = p[mapping[metric]]
+            key = mapping[metric]
+            if metric == "opt_gpu_idle_pct" and "opt_stream_window_ms" in measured:
+                key = "opt_gpu_idle_comm_window_pct"  # idle against the window that run measured
+            pred = p[key]
             err = 100.0 * (pred - value) / value if value else float("nan")
             tag = "fitted" if (nodes, scope, metric) in fitted else "predicted"
             if tag == "predicted":

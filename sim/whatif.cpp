@@ -173,6 +173,18 @@ DurationNs WhatifResult::allgather_seen_ns() const {
   return opt.allgather_ns + (first_collective == StepCollective::all_gather ? rank_wait_ns : 0);
 }
 
+DurationNs WhatifResult::comm_window_seen_ns() const {
+  DurationNs first = 0, last = 0;
+  bool any = false;
+  for (const auto& e : opt.events) {
+    if (e.stream != StreamKind::collective) continue;
+    first = any ? std::min(first, e.start_ns) : e.start_ns;
+    last = any ? std::max(last, e.start_ns + e.duration_ns) : e.start_ns + e.duration_ns;
+    any = true;
+  }
+  return any ? last - first + rank_wait_ns : 0;
+}
+
 double expected_max_standard_normal(std::int64_t n) {
   if (n < 1) throw_bad_input("expected_max_standard_normal", "n", std::to_string(n), "an integer >= 1");
   if (n == 1) return 0.0;
@@ -305,6 +317,8 @@ nlohmann::json metrics_json(const WhatifResult& r) {
       {"step_wall_ms", ms(r.step_wall_ns)},
       {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
       {"opt_critical_path_ms", ms(r.opt.wall_ns)},
+      {"opt_comm_window_ms", ms(r.comm_window_seen_ns())},
+      {"opt_gpu_idle_comm_window_pct", r.gpu_idle_comm_window_pct()},
       {"opt_cpu_span_ms", ms(r.opt.host_issue_ns)},
       {"rank_wait_ms", ms(r.rank_wait_ns)},
       {"opt_gpu_ms", ms(r.opt.gpu_busy_ns)},

@@ -106,6 +106,11 @@ struct WhatifResult {
   [[nodiscard]] DurationNs opt_wall_seen_ns() const { return opt.wall_ns + rank_wait_ns; }
   [[nodiscard]] DurationNs a2a_seen_ns() const;
   [[nodiscard]] DurationNs allgather_seen_ns() const;
+  // The measured rank's collective stream: first collective start to last collective end (the
+  // first collective holds the rank wait); 0 when the step has no collective. The seed thread's
+  // 2-node "opt-stream window" is this span (docs/calibration.md says why).
+  [[nodiscard]] DurationNs comm_window_seen_ns() const;
+  [[nodiscard]] double gpu_idle_comm_window_pct() const { return opt.gpu_idle_pct(comm_window_seen_ns()); }
   [[nodiscard]] double gpu_idle_seen_pct() const { return opt.gpu_idle_pct(opt_wall_seen_ns()); }
 };
 

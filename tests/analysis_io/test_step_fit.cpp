@@ -66,15 +66,10 @@ TEST_CASE("calibrated on the seed's 1-node and 2-node runs, whatif reproduces th
     INFO(label);
     CHECK(std::abs(error_of(rows, label, "step_wall_ms")) <= 3.0);
     const std::string opt = c.config.nodes == 1 ? "opt_gpu_window_ms" : "opt_stream_window_ms";
-    if (c.config.nodes == 2 && c.config.scope == "global_capped") {
-      // Known limit (docs/calibration.md): the spec's schedule (one NCCL stream, AsyncRuntime
-      // order) puts group 1's forward all-to-all, its NS and its reverse all-to-all in series
-      // (~24 ms at the fitted times) where the measured window is 22.5 ms.
-      CHECK(std::abs(error_of(rows, label, opt)) <= 20.0);
-      CHECK(std::abs(error_of(rows, label, opt)) > 10.0);
-    } else {
-      CHECK(std::abs(error_of(rows, label, opt)) <= 10.0);
-    }
+    // Every optimizer window within 10 %; the 2-node runs' window is the collective stream's
+    // (docs/calibration.md: with the whole step's window the capped run's own totals do not fit
+    // the spec's schedule).
+    CHECK(std::abs(error_of(rows, label, opt)) <= 10.0);
     // Every all-to-all within 10 %, 1-node local and global_capped included: they move the same
     // bytes (655 vs 673 MB) but local's first all-to-all also holds the ranks' arrival skew,
     // which capped's norms all-gather absorbs (rank_skew_ms).

@@ -314,6 +314,21 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
     CHECK(m["opt_wall_ms"].get<double>() == Approx(static_cast<double>(a.opt.wall_ns + wait) * 1e-6));
     CHECK(m["opt_critical_path_ms"].get<double>() == Approx(static_cast<double>(a.opt.wall_ns) * 1e-6));
     CHECK(m["opt_gpu_idle_pct"].get<double>() > metrics_json(a)["opt_gpu_idle_pct"].get<double>());
+    // The collective-stream window: first collective start to last collective end, by hand from
+    // the events, and the wait on top (it is held in the first collective).
+    DurationNs first = INT64_MAX, last = 0;
+    for (const auto& e : a.opt.events) {
+      if (e.stream != StreamKind::collective) continue;
+      first = std::min(first, e.start_ns);
+      last = std::max(last, e.start_ns + e.duration_ns);
+    }
+    REQUIRE(last > first);
+    CHECK(a.comm_window_seen_ns() == last - first);
+    CHECK(b.comm_window_seen_ns() == last - first + wait);
+    CHECK(b.comm_window_seen_ns() <= b.opt_wall_seen_ns());  // the compute before and after is outside
+    CHECK(m["opt_comm_window_ms"].get<double>() == Approx(static_cast<double>(last - first + wait) * 1e-6));
+    CHECK(m["opt_gpu_idle_comm_window_pct"].get<double>() ==
+          Approx(100.0 * (1.0 - static_cast<double>(b.opt.gpu_busy_ns) / static_cast<double>(last - first + wait))));
     // The configuration's hash input names the skew only when it is set.
     CHECK(to_json(b.config)["rank_skew_ms"] == 1.5);
     CHECK_FALSE(to_json(a.config).contains("rank_skew_ms"));
