@@ -43,6 +43,37 @@ __device__ inline uint4 pack8(const float f[8]) {
 }
 __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<unsigned long long>(p) & 15u) == 0; }
 
+// Row copy / fill with 16-byte accesses when the row allows it (cols % 8 == 0, aligned bases).
+__device__ inline void copy_row(std::uint16_t* o, const std::uint16_t* i, long long cols) {
+  if (cols % 8 == 0 && aligned16(o) && aligned16(i)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x)
+      reinterpret_cast<uint4*>(o)[q] = reinterpret_cast<const uint4*>(i)[q];
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = i[j];
+}
+__device__ inline void zero_row(std::uint16_t* o, long long cols) {
+  if (cols % 8 == 0 && aligned16(o)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) reinterpret_cast<uint4*>(o)[q] = make_uint4(0, 0, 0, 0);
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = 0;
+}
+// fp32 or bf16 momentum row -> bf16 row
+__device__ inline void convert_row(std::uint16_t* o, const void* M, bool bf16, long long src, long long cols) {
+  if (bf16) { copy_row(o, static_cast<const std::uint16_t*>(M) + src, cols); return; }
+  const float* f = static_cast<const float*>(M) + src;
+  if (cols % 8 == 0 && aligned16(o) && aligned16(f)) {
+    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) {
+      const float4 a = reinterpret_cast<const float4*>(f)[2 * q], b = reinterpret_cast<const float4*>(f)[2 * q + 1];
+      const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      reinterpret_cast<uint4*>(o)[q] = pack8(v);
+    }
+    return;
+  }
+  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = float_to_bf16(f[j]);
+}
+
 // Deterministic block-wide sum (fixed tree order for a given blockDim). blockDim.x must be a
 // multiple of 32 and <= 1024; every thread gets the result.
 __device__ inline float block_sum(float v) {

@@ -13,37 +13,10 @@ namespace {
 using detail::bf16_to_float;
 using detail::float_to_bf16;
 constexpr int kRowThreads = 256;
+using detail::convert_row;
+using detail::copy_row;
+using detail::zero_row;
 
-// Row copy / fill with 16-byte accesses when the row allows it (cols % 8 == 0, aligned bases).
-__device__ inline void copy_row(std::uint16_t* o, const std::uint16_t* i, long long cols) {
-  if (cols % 8 == 0 && detail::aligned16(o) && detail::aligned16(i)) {
-    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x)
-      reinterpret_cast<uint4*>(o)[q] = reinterpret_cast<const uint4*>(i)[q];
-    return;
-  }
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = i[j];
-}
-__device__ inline void zero_row(std::uint16_t* o, long long cols) {
-  if (cols % 8 == 0 && detail::aligned16(o)) {
-    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) reinterpret_cast<uint4*>(o)[q] = make_uint4(0, 0, 0, 0);
-    return;
-  }
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = 0;
-}
-// fp32 or bf16 momentum row -> bf16 row
-__device__ inline void convert_row(std::uint16_t* o, const void* M, bool bf16, long long src, long long cols) {
-  if (bf16) { copy_row(o, static_cast<const std::uint16_t*>(M) + src, cols); return; }
-  const float* f = static_cast<const float*>(M) + src;
-  if (cols % 8 == 0 && detail::aligned16(o) && detail::aligned16(f)) {
-    for (long long q = threadIdx.x; q < cols / 8; q += blockDim.x) {
-      const float4 a = reinterpret_cast<const float4*>(f)[2 * q], b = reinterpret_cast<const float4*>(f)[2 * q + 1];
-      const float v[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      reinterpret_cast<uint4*>(o)[q] = detail::pack8(v);
-    }
-    return;
-  }
-  for (long long j = threadIdx.x; j < cols; j += blockDim.x) o[j] = float_to_bf16(f[j]);
-}
 
 
 __global__ void accumulate_row_l1_kernel(const float* __restrict__ G, void* M, bool bf16, long long cols,
