@@ -143,10 +143,13 @@ __global__ void axpby_kernel(const std::uint16_t* x, const std::uint16_t* y, lon
 // kUpdate = true: dst = bf16(bf16(p*full) + bf16(q*src)) with src's lower blocks read from its upper
 // ones — the §2.6.1 `B` update fused with AA's mirror (AA itself is left half-filled).
 constexpr int kTile = 64;
-constexpr int kTileWords = kTile / 2;
+constexpr int kTileWords = kTile / 2;    // threads along a column (one 32-bit word each)
+constexpr int kTileRows = 8;             // threads across columns
+constexpr int kPerThread = kTile / kTileRows;  // columns per thread: loads issued together, unrolled
 template <bool kUpdate>
-__global__ void symmetric_blocks_kernel(const std::uint16_t* src, const std::uint16_t* full, std::uint16_t* dst, int m,
-                                        long long ld, long long sq, int b, float p, float q) {
+__global__ void __launch_bounds__(kTileWords* kTileRows)
+    symmetric_blocks_kernel(const std::uint16_t* src, const std::uint16_t* full, std::uint16_t* dst, int m, long long ld,
+                            long long sq, int b, float p, float q) {
   // staged[i][j] = src(c0 + i, r0 + j): the source tile transposed; rows padded to keep 32-bit
   // alignment and spread the banks.
   __shared__ __align__(16) std::uint16_t staged[kTile][kTile + 2];
@@ -162,15 +165,20 @@ __global__ void symmetric_blocks_kernel(const std::uint16_t* src, const std::uin
   if (in_place && !has_lower) return;
   const long long base = static_cast<long long>(blockIdx.y) * sq;
   const auto* src_words = reinterpret_cast<const unsigned*>(src + base);
-  const int x = static_cast<int>(threadIdx.x);
-  if (has_lower) {  // words of src rows c0 + 2x, +1 in columns r0 + k
-    for (int k = static_cast<int>(threadIdx.y); k < kTile; k += static_cast<int>(blockDim.y)) {
-      const int row = c0 + 2 * x, col = r0 + k;
-      if (row < m && col < m) {
-        const unsigned w = src_words[(row + col * ld) / 2];
-        staged[2 * x][k] = static_cast<std::uint16_t>(w & 0xFFFFU);
-        staged[2 * x + 1][k] = static_cast<std::uint16_t>(w >> 16);
-      }
+  const int x = static_cast<int>(threadIdx.x), y = static_cast<int>(threadIdx.y);
+  if (has_lower) {  // words of src rows c0 + 2x, +1 in columns r0 + k, k = y + i * kTileRows
+    unsigned v[kPerThread];
+    const int row = c0 + 2 * x;
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int col = r0 + y + i * kTileRows;
+      v[i] = row < m && col < m ? src_words[(row + col * ld) / 2] : 0U;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerThread; ++i) {
+      const int k = y + i * kTileRows;
+      staged[2 * x][k] = static_cast<std::uint16_t>(v[i] & 0xFFFFU);
+      staged[2 * x + 1][k] = static_cast<std::uint16_t>(v[i] >> 16);
     }
     __syncthreads();
   }
@@ -178,22 +186,34 @@ __global__ void symmetric_blocks_kernel(const std::uint16_t* src, const std::uin
   if (r >= m) return;
   const int row_block = r / b;
   auto* dst_words = reinterpret_cast<unsigned*>(dst + base);
-  for (int k = static_cast<int>(threadIdx.y); k < kTile; k += static_cast<int>(blockDim.y)) {
-    const int c = c0 + k;
-    if (c >= m) break;
-    const bool lower = all_lower || (has_lower && row_block > c / b);
-    const long long at = (r + c * ld) / 2;
-    const unsigned mirrored = lower ? *reinterpret_cast<const unsigned*>(&staged[k][2 * x]) : 0U;
+  // Loads first (the upper words, and `full` for the update), then the arithmetic and stores.
+  unsigned from_src[kPerThread], from_full[kPerThread];
+  bool lower[kPerThread], inside[kPerThread];
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    const int c = c0 + y + i * kTileRows;
+    inside[i] = c < m;
+    lower[i] = inside[i] && (all_lower || (has_lower && row_block > c / b));
+    const long long at = (r + static_cast<long long>(c) * ld) / 2;
+    const bool need_src = inside[i] && !lower[i] && !in_place;
+    from_src[i] = need_src ? src_words[at] : 0U;
+    from_full[i] = kUpdate && inside[i] ? reinterpret_cast<const unsigned*>(full + base)[at] : 0U;
+  }
+#pragma unroll
+  for (int i = 0; i < kPerThread; ++i) {
+    if (!inside[i]) continue;
+    const int k = y + i * kTileRows;
+    const long long at = (r + static_cast<long long>(c0 + k) * ld) / 2;
+    const unsigned word = lower[i] ? *reinterpret_cast<const unsigned*>(&staged[k][2 * x]) : from_src[i];
     if constexpr (!kUpdate) {
-      if (lower) dst_words[at] = mirrored;
-      else if (!in_place) dst_words[at] = src_words[at];
+      if (lower[i] || !in_place) dst_words[at] = word;
     } else {
-      const unsigned aa = lower ? mirrored : src_words[at];
-      const unsigned f = reinterpret_cast<const unsigned*>(full + base)[at];
       unsigned out = 0;
+#pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const float pa = detail::round_to_bf16(p * detail::bf16_to_float(static_cast<std::uint16_t>(f >> (16 * h))));
-        const float qa = detail::round_to_bf16(q * detail::bf16_to_float(static_cast<std::uint16_t>(aa >> (16 * h))));
+        const float pa =
+            detail::round_to_bf16(p * detail::bf16_to_float(static_cast<std::uint16_t>(from_full[i] >> (16 * h))));
+        const float qa = detail::round_to_bf16(q * detail::bf16_to_float(static_cast<std::uint16_t>(word >> (16 * h))));
         out |= static_cast<unsigned>(detail::float_to_bf16(pa + qa)) << (16 * h);
       }
       dst_words[at] = out;
@@ -376,7 +396,7 @@ struct NewtonSchulz::Impl {
     if (m % 8 != 0 || b % 8 != 0 || m >= (1LL << 31))
       throw std::logic_error("newton_schulz: symmetric mirror needs m and b multiples of 8, got m=" + std::to_string(m) +
                              " b=" + std::to_string(b));
-    const dim3 grid = tile_grid(m, batch), block(kTileWords, 8);
+    const dim3 grid = tile_grid(m, batch), block(kTileWords, kTileRows);
     const int mi = static_cast<int>(m), bi = static_cast<int>(b);
     if (update)
       symmetric_blocks_kernel<true><<<grid, block, 0, detail::stream(s)>>>(src, full, dst, mi, gram_ld(m), gram_sq(m), bi, p, q);
