@@ -26,7 +26,7 @@ int run_deferral(std::span<const std::string> args) {
               "for every (world, capacity_factor). --recommend --target T: per world, the smallest c whose\n"
               "deferral stays <= T. STREAM: iid | lognormal:SIGMA | skew:rank=R,factor=F | skew:rows=P,factor=F |\n"
               "replay:DB (gradient row statistics recorded by 'dionsim step --db DB').");
-  std::string model, optimizer = "dion2", worlds, capacity = "auto", norms = "iid", mode = "auto";
+  std::string model, optimizer = "dion2", worlds, capacity = "auto", norms = "iid", mode = "auto", dtype = "float32";
   double fraction = 0.25, ef = 0.95, target = 1e-4;
   std::int64_t steps = 20, trials = 1;
   int threads = 2;
@@ -39,6 +39,8 @@ int run_deferral(std::span<const std::string> args) {
       ("capacity-factor", po::value(&capacity)->default_value(capacity), "list of auto or c >= 1.0")
       ("norms", po::value(&norms)->default_value(norms), "gradient stream (see above)")
       ("ef", po::value(&ef)->default_value(ef, "0.95"), "EF decay of applied rows (Dion2 ef_decay, NorDion2 mu)")
+      ("momentum-dtype", po::value(&dtype)->default_value(dtype),
+       "float32 | bfloat16 (= parameter dtype): bf16 momentum and keys, as the optimizer rounds them")
       ("steps", po::value(&steps)->default_value(steps), "optimizer steps per trial")
       ("trials", po::value(&trials)->default_value(trials), "independent trials (seeds derived from --seed)")
       ("mode", po::value(&mode)->default_value(mode), "exact | reduced | auto (exact when it fits)")
@@ -50,6 +52,7 @@ int run_deferral(std::span<const std::string> args) {
   base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
   base.fraction = fraction;
   base.ef = ef;
+  base.momentum_dtype = opt::parse_dtype(dtype, "--momentum-dtype");
   base.stream = opt::parse_norm_stream(norms, "--norms");
   // replay:DB: the statistics are loaded (and the file checked) before any work.
   const nlohmann::json replayed = base.stream.kind == opt::StreamKind::replay ? load_replay(base.stream) : nlohmann::json();

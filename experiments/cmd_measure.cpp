@@ -93,7 +93,7 @@ int run_measure(std::span<const std::string> args) {
     throw_bad_usage("--collective", collective, "alltoall or allgather");
   const auto optimizer_kind = opt::parse_optimizer(optimizer, "--optimizer");
   const auto scope_kind = opt::parse_scope(scope, "--scope");
-  if (dtype != "float32" && dtype != "bfloat16") throw_bad_usage("--momentum-dtype", dtype, "float32 or bfloat16");
+  [[maybe_unused]] const auto dtype_kind = opt::parse_dtype(dtype, "--momentum-dtype");  // used by CUDA builds
   if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
   if (capacity != "auto" && parse_double(capacity, "--capacity-factor") < 1.0)
     throw_bad_usage("--capacity-factor", capacity, "auto or a number >= 1");
@@ -125,7 +125,7 @@ int run_measure(std::span<const std::string> args) {
     cfg.step.scope = scope_kind;
     cfg.step.fraction = fraction;
     if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
-    cfg.step.dtype = dtype == "bfloat16" ? opt::Dtype::bfloat16 : opt::Dtype::float32;
+    cfg.step.dtype = dtype_kind;
     cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
     cfg.step.world = comms.front().world();
     cfg.steps = static_cast<int>(steps);

@@ -83,10 +83,7 @@ int run_plan(std::span<const std::string> args) {
   config.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
   config.ns = opt::parse_ns(ns, "--ns");
   config.sharded = !ddp;
-  if (momentum != "float32" && momentum != "bfloat16") {
-    throw_bad_usage("--momentum-dtype", momentum, "float32 or bfloat16");
-  }
-  config.momentum_bytes = config.param_bytes = momentum == "float32" ? 4 : 2;
+  config.momentum_bytes = config.param_bytes = opt::parse_dtype(momentum, "--momentum-dtype") == opt::Dtype::float32 ? 4 : 2;
   opt::validate(config);
   const opt::Inventory inventory = opt::load_inventory(model);
   Recorder recorder(cmd.common(), "plan");

@@ -213,6 +213,7 @@ nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::str
             {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
             {"seed", c.seed}};
   if (!replayed.is_null()) config["replayed"] = replayed;
+  if (c.momentum_dtype != opt::Dtype::float32) config["momentum_dtype"] = std::string(opt::to_string(c.momentum_dtype));
   return config;
 }
 

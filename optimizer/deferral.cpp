@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "optimizer/bf16.hpp"
 #include "optimizer/capped.hpp"
 
 namespace dionsim::opt {
@@ -43,12 +44,14 @@ class RowStore {
   virtual bool decay(std::int64_t m, std::int64_t row) = 0;
 };
 
-// Full fp32 rows, the CPU reference's arithmetic (reference_step.cpp: accumulate, row_l1, masked_post).
+// Full rows in the momentum dtype, the CPU reference's arithmetic (reference_step.cpp: accumulate,
+// row_l1, masked_post): bf16 rounds M + bf16(G), the fp32-accumulated L1 key, and M * bf16(ef).
 class ExactRows final : public RowStore {
  public:
-  ExactRows(const GroupPlan& g, double ef, GradientFill grad)
-      : N_(g.N), S_(g.rows), C_(g.cols), ef_(static_cast<float>(ef)), grad_(std::move(grad)),
-        M_(at(g.N * g.rows * g.cols), 0.0f) {}
+  ExactRows(const GroupPlan& g, double ef, Dtype dtype, GradientFill grad)
+      : N_(g.N), S_(g.rows), C_(g.cols), bf16_(dtype == Dtype::bfloat16),
+        ef_(bf16_ ? round_bf16(static_cast<float>(ef)) : static_cast<float>(ef)),  // ef_decay.to(M.dtype)
+        grad_(std::move(grad)), M_(at(g.N * g.rows * g.cols), 0.0f) {}
   void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
     parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
       std::vector<float> G(at(S_ * C_));
@@ -59,10 +62,10 @@ class ExactRows final : public RowStore {
           float acc = 0.0f;
           for (std::int64_t j = 0; j < C_; ++j) {
             float& v = M[i * C_ + j];
-            v += G[at(i * C_ + j)];
+            v = bf16_ ? round_bf16(v + round_bf16(G[at(i * C_ + j)])) : v + G[at(i * C_ + j)];
             acc += std::abs(v);
           }
-          keys[at(m * S_ + i)] = acc;
+          keys[at(m * S_ + i)] = bf16_ ? round_bf16(acc) : acc;
         }
       }
     });
@@ -70,12 +73,13 @@ class ExactRows final : public RowStore {
   bool decay(std::int64_t m, std::int64_t row) override {
     float* r = M_.data() + (m * S_ + row) * C_;
     if (std::all_of(r, r + C_, [](float v) { return v == 0.0f; })) return false;
-    for (std::int64_t j = 0; j < C_; ++j) r[j] *= ef_;
+    for (std::int64_t j = 0; j < C_; ++j) r[j] = bf16_ ? round_bf16(r[j] * ef_) : r[j] * ef_;
     return true;
   }
 
  private:
   std::int64_t N_, S_, C_;
+  bool bf16_;
   float ef_;
   GradientFill grad_;
   std::vector<float> M_;
@@ -87,9 +91,10 @@ class ExactRows final : public RowStore {
 // Ranks by sqrt(E) (the L2 norm) where the optimizer ranks by L1 — the one approximation.
 class EnergyRows final : public RowStore {
  public:
-  EnergyRows(const GroupPlan& g, double ef, std::vector<std::uint64_t> keys, std::vector<float> scales)
-      : N_(g.N), S_(g.rows), nu_(static_cast<double>(g.cols - 1)), ef2_(ef * ef), keys_(std::move(keys)),
-        scales_(std::move(scales)), E_(at(g.N * g.rows), 0.0) {}
+  EnergyRows(const GroupPlan& g, double ef, Dtype dtype, std::vector<std::uint64_t> keys, std::vector<float> scales)
+      : N_(g.N), S_(g.rows), nu_(static_cast<double>(g.cols - 1)), bf16_(dtype == Dtype::bfloat16),
+        ef2_(bf16_ ? std::pow(static_cast<double>(round_bf16(static_cast<float>(ef))), 2) : ef * ef),
+        keys_(std::move(keys)), scales_(std::move(scales)), E_(at(g.N * g.rows), 0.0) {}
   void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
     const double a = nu_ > 0 ? 2.0 / (9.0 * nu_) : 0.0, sqrt_a = std::sqrt(a);
     parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
@@ -103,7 +108,8 @@ class EnergyRows final : public RowStore {
           double& E = E_[at(m * S_ + i)];
           const double r = std::sqrt(E) + s * z;
           E = r * r + s * s * chi2;
-          keys[at(m * S_ + i)] = static_cast<float>(std::sqrt(E));
+          const auto key = static_cast<float>(std::sqrt(E));
+          keys[at(m * S_ + i)] = bf16_ ? round_bf16(key) : key;
         }
       }
     });
@@ -117,7 +123,9 @@ class EnergyRows final : public RowStore {
 
  private:
   std::int64_t N_, S_;
-  double nu_, ef2_;
+  double nu_;
+  bool bf16_;
+  double ef2_;
   std::vector<std::uint64_t> keys_;
   std::vector<float> scales_;
   std::vector<double> E_;
@@ -296,10 +304,10 @@ void validate(const DeferralConfig& c) {
   }
 }
 
-GroupRun simulate_group_exact(const GroupPlan& g, double ef, std::int64_t steps, const GradientFill& grad,
-                              int threads) {
+GroupRun simulate_group_exact(const GroupPlan& g, double ef, Dtype momentum_dtype, std::int64_t steps,
+                              const GradientFill& grad, int threads) {
   if (g.path != Path::capped_packed) throw std::invalid_argument("simulate_group_exact: group is not capped_packed");
-  ExactRows rows(g, ef, grad);
+  ExactRows rows(g, ef, momentum_dtype, grad);
   return run_group(g, steps, rows, threads);
 }
 
@@ -316,7 +324,7 @@ GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const Defe
     }
   }
   if (mode == DeferralMode::reduced) {
-    EnergyRows rows(g, c.ef, std::move(keys), std::move(scales));
+    EnergyRows rows(g, c.ef, c.momentum_dtype, std::move(keys), std::move(scales));
     return run_group(g, c.steps, rows, threads);
   }
   const std::int64_t half = (C + 1) / 2;
@@ -332,7 +340,7 @@ GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const Defe
       }
     }
   };
-  return simulate_group_exact(g, c.ef, c.steps, fill, threads);
+  return simulate_group_exact(g, c.ef, c.momentum_dtype, c.steps, fill, threads);
 }
 
 double analytic_deferred_rows(const GroupPlan& g, std::int64_t world) {

@@ -4,14 +4,18 @@
 // dynamics. It runs the optimizer's own capped code (select_capped_winners, pack_capped_into from
 // optimizer/capped.hpp — the functions the CPU reference step calls) on every packed shape group;
 // only Newton-Schulz and the weights are left out, because neither influences which rows win:
-//   M += G (every row, every step); keys = row L1 norms (fp32); winners, pooled pack, deferral;
+//   M += G (every row, every step); keys = row L1 norms; winners, pooled pack, deferral;
 //   kept winners (nonzero rows) are decayed M *= ef; deferred winners and non-winners are not.
+// In the momentum dtype (= parameter dtype, §1.2): bf16 momentum rounds M after every update and
+// the keys to bf16 (§2.2) — 8 significant bits, so many rows tie, and ties go to the lower flat
+// position, i.e. to the lower ranks' chunks: deferral far above the fp32 figure at the same c.
 // Two ways to hold the momentum rows:
-//   exact   — full fp32 row vectors of C columns, the arithmetic of the CPU reference step
-//             (bit-identical keys, hence identical winners and counters);
+//   exact   — full row vectors of C columns, the arithmetic of the CPU reference step in either
+//             dtype (bit-identical keys, hence identical winners and counters);
 //   reduced — one number per row: the squared L2 norm E = |M_i|^2, advanced exactly in
 //             distribution for Gaussian gradient rows (E' = (sqrt(E) + s z)^2 + s^2 chi2_{C-1}),
-//             ranked by sqrt(E) instead of the L1 norm. O(1) per row and step instead of O(C).
+//             ranked by sqrt(E) instead of the L1 norm (rounded to bf16 for bf16 momentum, which
+//             keeps the ties' share but not which rows tie). O(1) per row and step instead of O(C).
 //             Its agreement with exact is tested (tests/deferral) and stated in docs/deferral.md.
 #include <cstdint>
 #include <functional>
@@ -37,6 +41,7 @@ struct DeferralConfig {
   double fraction = 0.25;                  // (0, 1]
   std::optional<double> capacity_factor;   // nullopt = auto; else >= 1
   double ef = 0.95;                        // Dion2 ef_decay / NorDion2 mu, in [0, 1]
+  Dtype momentum_dtype = Dtype::float32;   // = parameter dtype (§1.2)
   NormStream stream;
   std::int64_t steps = 20;                 // >= 1
   std::int64_t trials = 1;                 // >= 1
@@ -74,7 +79,7 @@ struct GroupRun {
 // Fills one matrix's full gradient [S * C] (row-major, global rows) for a step.
 using GradientFill = std::function<void(std::int64_t step, std::int64_t matrix, std::span<float> rows)>;
 // Exact simulation of one packed group (g.path must be capped_packed) with supplied gradients.
-[[nodiscard]] GroupRun simulate_group_exact(const GroupPlan& g, double ef, std::int64_t steps,
+[[nodiscard]] GroupRun simulate_group_exact(const GroupPlan& g, double ef, Dtype momentum_dtype, std::int64_t steps,
                                             const GradientFill& grad, int threads);
 // The same group under a stream (exact or reduced), with the counter-based random numbers of
 // (seed, trial, group index).

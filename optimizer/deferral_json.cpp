@@ -7,7 +7,7 @@ namespace dionsim::opt {
 namespace {
 
 nlohmann::json config_json(const DeferralConfig& c) {
-  return {{"model", c.inventory.name},
+  nlohmann::json j = {{"model", c.inventory.name},
           {"optimizer", std::string(to_string(c.optimizer))},
           {"world", c.world},
           {"fraction", c.fraction},
@@ -17,6 +17,9 @@ nlohmann::json config_json(const DeferralConfig& c) {
           {"steps", c.steps},
           {"trials", c.trials},
           {"seed", c.seed}};
+  // Named only when not the default, so that runs stored before the option keep their hashes.
+  if (c.momentum_dtype != Dtype::float32) j["momentum_dtype"] = std::string(to_string(c.momentum_dtype));
+  return j;
 }
 
 }  // namespace

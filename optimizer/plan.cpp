@@ -58,6 +58,12 @@ OptimizerKind parse_optimizer(std::string_view text, std::string_view flag) {
   if (text == "nordion2") return OptimizerKind::nordion2;
   throw_bad_usage(flag, text, "dion2 or nordion2");
 }
+std::string_view to_string(Dtype d) { return d == Dtype::float32 ? "float32" : "bfloat16"; }
+Dtype parse_dtype(std::string_view text, std::string_view flag) {
+  if (text == "float32") return Dtype::float32;
+  if (text == "bfloat16") return Dtype::bfloat16;
+  throw_bad_usage(flag, text, "float32 or bfloat16");
+}
 NsKind parse_ns(std::string_view text, std::string_view flag) {
   for (NsKind n : {NsKind::polar_express, NsKind::newton_schulz5, NsKind::gram}) {
     if (text == to_string(n)) return n;

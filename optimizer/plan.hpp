@@ -30,16 +30,19 @@ enum class NsKind { polar_express, newton_schulz5, gram };
 // group and N > 1 (§3.4); single = no collective (world 1, or DDP with N == 1).
 enum class Path { local, global, capped_packed, ddp, single };
 enum class CollectiveKind { none, all_gather, all_to_all };
+enum class Dtype { float32, bfloat16 };  // parameter dtype = momentum dtype (§1.2)
 
 [[nodiscard]] std::string_view to_string(Scope s);
 [[nodiscard]] std::string_view to_string(OptimizerKind o);
 [[nodiscard]] std::string_view to_string(NsKind n);
 [[nodiscard]] std::string_view to_string(Path p);
 [[nodiscard]] std::string_view to_string(CollectiveKind k);
+[[nodiscard]] std::string_view to_string(Dtype d);  // "float32" | "bfloat16"
 // Parsers throw UsageError naming `flag`.
 [[nodiscard]] Scope parse_scope(std::string_view text, std::string_view flag);
 [[nodiscard]] OptimizerKind parse_optimizer(std::string_view text, std::string_view flag);
 [[nodiscard]] NsKind parse_ns(std::string_view text, std::string_view flag);
+[[nodiscard]] Dtype parse_dtype(std::string_view text, std::string_view flag);
 
 struct PlanConfig {
   std::int64_t world = 1;                  // size of the optimizer's process group, >= 1

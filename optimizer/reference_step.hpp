@@ -16,7 +16,6 @@
 namespace dionsim::opt {
 
 enum class AdjustLr { none, spectral_norm, rms_norm };
-enum class Dtype { float32, bfloat16 };  // parameter dtype = momentum dtype (§1.2)
 
 struct StepConfig {
   OptimizerKind optimizer = OptimizerKind::dion2;
