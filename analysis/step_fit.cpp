@@ -582,18 +582,19 @@ std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration
 }
 
 RunRecord validation_record(const std::vector<PredictionRow>& rows, const std::vector<MetricSummary>& summary,
-                            const json& config, std::uint64_t seed) {
+                            const json& config, std::uint64_t seed, ValidationKind kind) {
+  const std::string p = kind == ValidationKind::leave_one_out ? "loo" : "holdout";
   auto rec = RunRecord::begin("validate", RunMode::simulated, config, seed);
   for (const auto& r : rows) {
-    MetricRow m{.name = "loo_error_pct", .value = r.error_pct, .unit = "pct", .rank = {}, .step = {}, .labels = {}};
+    MetricRow m{.name = p + "_error_pct", .value = r.error_pct, .unit = "pct", .rank = {}, .step = {}, .labels = {}};
     m.labels = {
         {"configuration", r.configuration}, {"metric", r.metric}, {"measured", r.measured}, {"predicted", r.predicted}};
     rec.metrics.push_back(std::move(m));
   }
   for (const auto& s : summary) {
     const json labels = {{"metric", s.metric}, {"count", s.count}};
-    rec.metrics.push_back({"loo_mean_abs_error_pct", s.mean_abs_error_pct, "pct", {}, {}, labels});
-    rec.metrics.push_back({"loo_max_abs_error_pct", s.max_abs_error_pct, "pct", {}, {}, labels});
+    rec.metrics.push_back({p + "_mean_abs_error_pct", s.mean_abs_error_pct, "pct", {}, {}, labels});
+    rec.metrics.push_back({p + "_max_abs_error_pct", s.max_abs_error_pct, "pct", {}, {}, labels});
   }
   return rec;
 }

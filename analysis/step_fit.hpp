@@ -119,11 +119,14 @@ struct MetricSummary {
 [[nodiscard]] std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration>& configurations,
                                                        const StepFitOptions& options = {});
 
-// A validation as a run (kind "validate"): loo_error_pct per held-out cell (labels configuration,
-// metric, measured, predicted) and loo_{mean,max}_abs_error_pct per metric (labels metric, count).
+// How a validation's predictions were made: leave-one-out fits, or a given calibration unfitted.
+enum class ValidationKind { leave_one_out, calibration };
+// A validation as a run (kind "validate"): <p>_error_pct per predicted cell (labels configuration,
+// metric, measured, predicted) and <p>_{mean,max}_abs_error_pct per metric (labels metric, count),
+// p = "loo" for leave-one-out, "holdout" for a given calibration.
 [[nodiscard]] RunRecord validation_record(const std::vector<PredictionRow>& rows,
                                           const std::vector<MetricSummary>& summary, const nlohmann::json& config,
-                                          std::uint64_t seed);
+                                          std::uint64_t seed, ValidationKind kind = ValidationKind::leave_one_out);
 
 [[nodiscard]] nlohmann::json to_json(const PredictionRow& row);
 [[nodiscard]] nlohmann::json to_json(const MetricSummary& summary);

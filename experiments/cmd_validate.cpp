@@ -3,10 +3,15 @@
 // configuration (analysis/step_fit.hpp) and predicts the held-out one. Prints predicted vs measured
 // per metric with the error, and the mean and max absolute error per metric; --in-sample adds the
 // fit on all of them; --db records the rows and the summary as a run (kind validate).
+// --calibration CAL instead predicts every selected configuration with that calibration as it is
+// (no fitting): the check of a calibration on runs it was not fitted on, e.g. more nodes.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include <filesystem>
+
+#include "analysis/fit_calibration.hpp"
 #include "analysis/measurements.hpp"
 #include "analysis/step_fit.hpp"
 #include "analysis/store.hpp"
@@ -45,20 +50,49 @@ json summary_json(const std::vector<analysis::MetricSummary>& summary) {
   return out;
 }
 
+// A `dionsim calibrate` file, or (with --db) a stored calibration's name; a file wins when both
+// exist. InputError for a calibration of another GPU than every selected configuration.
+analysis::Calibration load_calibration(const std::string& name_or_path, const analysis::Database* db,
+                                       const std::string& db_label,
+                                       const std::vector<analysis::MeasuredConfiguration>& selected) {
+  analysis::Calibration cal;
+  if (db != nullptr && !std::filesystem::exists(name_or_path)) {
+    const auto row = db->calibration(name_or_path);
+    if (!row) {
+      throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
+    }
+    cal = analysis::calibration_from_json(row->body, db_label + ": calibration '" + name_or_path + "'");
+  } else {
+    cal = analysis::read_calibration(name_or_path);
+  }
+  for (const auto& c : selected) {
+    if (c.config.hardware != cal.hardware) {
+      throw_bad_input(name_or_path, "hardware", cal.hardware,
+                      "the GPU of the selected runs ('" + c.config.hardware + "' in " + c.config.label() + ")");
+    }
+  }
+  return cal;
+}
+
 }  // namespace
 
 int run_validate(std::span<const std::string> args) {
-  Command cmd("validate", "(--measured FILE.csv | --db DB) [--where KEY=VALUE …] [--in-sample]",
+  Command cmd("validate", "(--measured FILE.csv | --db DB) [--where KEY=VALUE …] [--in-sample | --calibration CAL]",
               "Leave-one-configuration-out validation of the what-if step model: for every measured configuration,\n"
               "fit the step model on all the others (as dionsim calibrate does) and predict it; predicted vs\n"
-              "measured per metric, error %, and the mean and max absolute error per metric.");
+              "measured per metric, error %, and the mean and max absolute error per metric.\n"
+              "With --calibration: predict every selected configuration with that calibration, unfitted (runs it\n"
+              "was not fitted on: more nodes, another fabric).");
   std::string measured;
   std::vector<std::string> where;
   bool in_sample = false;
+  std::string calibration;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
-      "in-sample", po::bool_switch(&in_sample), "also fit on all selected configurations and compare in-sample");
+      "in-sample", po::bool_switch(&in_sample), "also fit on all selected configurations and compare in-sample")(
+      "calibration", po::value(&calibration)->value_name("CAL"),
+      "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -68,6 +102,30 @@ int run_validate(std::span<const std::string> args) {
   const auto all = measured.empty() ? analysis::measured_configurations_from_db(*db)
                                     : analysis::group_configurations(analysis::read_measurement_csv(measured));
   const auto selected = analysis::select_configurations(all, where);
+
+  if (!calibration.empty()) {
+    if (in_sample) throw UsageError("validate: --in-sample fits, --calibration does not; give one of them");
+    const auto cal = load_calibration(calibration, db ? &*db : nullptr, common.db, selected);
+    std::map<std::string, double> parameters;
+    for (const auto& [name, p] : cal.parameters) parameters[name] = p.value;
+    log(common, "predicting " + std::to_string(selected.size()) + " configurations with calibration '" + cal.name + "'");
+    const auto rows = analysis::compare_predictions(selected, parameters);
+    const auto summary = analysis::summarize(rows);
+    if (db) {
+      json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"calibration", calibration}};
+      db->store(analysis::validation_record(rows, summary, config, common.seed, analysis::ValidationKind::calibration),
+                analysis::OnExisting::replace);
+      log(common, "recorded the validation in " + common.db);
+    }
+    if (common.json) {
+      print_json({{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)}});
+      return 0;
+    }
+    const std::string title = "predicted with calibration '" + cal.name + "' (not fitted on these runs)";
+    print_rows(title.c_str(), rows);
+    print_summary("summary", summary);
+    return 0;
+  }
 
   log(common, "leave-one-out over " + std::to_string(selected.size()) + " configurations");
   const auto loo = analysis::leave_one_out(selected);

@@ -271,10 +271,11 @@ def report(args):
 # ---- calibration: validation section and extrapolation study -------------------------------------
 
 def load_validation(db_path):
-    """The latest `dionsim validate --db` run: (rows, summary) or None."""
+    """The latest leave-one-out `dionsim validate --db` run: (rows, summary) or None."""
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        run = con.execute("SELECT id FROM runs WHERE kind = 'validate' AND status = 'ok' ORDER BY id DESC LIMIT 1").fetchone()
+        run = con.execute("SELECT id FROM runs WHERE kind = 'validate' AND status = 'ok' AND id IN "
+                          "(SELECT run_id FROM metrics WHERE name = 'loo_error_pct') ORDER BY id DESC LIMIT 1").fetchone()
         if run is None:
             return None
         rows, summary = [], collections.OrderedDict()

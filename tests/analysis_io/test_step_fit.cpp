@@ -231,6 +231,10 @@ TEST_CASE("leave one configuration out predicts every held-out configuration", "
   CHECK(rec.metrics.front().name == "loo_error_pct");
   CHECK(rec.metrics.front().labels.at("metric") == rows.front().metric);
   CHECK(rec.metrics.front().value == rows.front().error_pct);
+  // A given calibration's predictions are recorded apart (the report reads loo_* only).
+  const auto held = validation_record(rows, summary, {{"source", "seed"}}, 7, ValidationKind::calibration);
+  CHECK(held.metrics.front().name == "holdout_error_pct");
+  CHECK(held.metrics.back().name == "holdout_max_abs_error_pct");
 }
 
 TEST_CASE("dionsim measure's own runs (2 x H200) calibrate the step model through the database", "[step_fit]") {
