@@ -26,13 +26,17 @@ sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardwar
 
 }  // namespace
 
+std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
+                                              const std::string& db_label) {
+  if (db == nullptr || std::filesystem::exists(name)) return std::nullopt;
+  const auto row = db->calibration(name);
+  if (!row) return std::nullopt;
+  return calibration_from_json(row->body, db_label + ": calibration '" + name + "'");
+}
+
 sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw, const Database* db,
                                                const std::string& db_label, const Note& note) {
-  if (db && !std::filesystem::exists(path)) {
-    if (const auto row = db->calibration(path)) {
-      return from_fitted(calibration_from_json(row->body, db_label + ": calibration '" + path + "'"), hw, path, note);
-    }
-  }
+  if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note);
   std::ifstream in(path);
   if (!in) throw IoError(path + ": cannot open the calibration file");
   const auto doc = nlohmann::json::parse(in, nullptr, false);

@@ -6,8 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "analysis/fit_calibration.hpp"
 #include "analysis/store.hpp"
 #include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
@@ -15,6 +17,11 @@
 namespace dionsim::analysis {
 
 using Note = std::function<void(const std::string&)>;
+
+// A calibration stored in the database under `name`, when `db` is given, has one and `name` is not
+// a file (a file wins); nullopt otherwise. `db_label` names the database in errors.
+[[nodiscard]] std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
+                                                            const std::string& db_label);
 
 // A `dionsim calibrate` file (schema_version) or a kernel calibration (schema); with a database, a
 // name that is not a file is looked up in its calibrations (`db_label` names the database in errors).

@@ -6,15 +6,14 @@
 // --calibration CAL instead predicts every selected configuration with that calibration as it is
 // (no fitting): the check of a calibration on runs it was not fitted on, e.g. more nodes.
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include <filesystem>
-
-#include "analysis/fit_calibration.hpp"
 #include "analysis/measurements.hpp"
 #include "analysis/step_fit.hpp"
 #include "analysis/store.hpp"
+#include "analysis/whatif_io.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
 
@@ -55,16 +54,11 @@ json summary_json(const std::vector<analysis::MetricSummary>& summary) {
 analysis::Calibration load_calibration(const std::string& name_or_path, const analysis::Database* db,
                                        const std::string& db_label,
                                        const std::vector<analysis::MeasuredConfiguration>& selected) {
-  analysis::Calibration cal;
-  if (db != nullptr && !std::filesystem::exists(name_or_path)) {
-    const auto row = db->calibration(name_or_path);
-    if (!row) {
-      throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
-    }
-    cal = analysis::calibration_from_json(row->body, db_label + ": calibration '" + name_or_path + "'");
-  } else {
-    cal = analysis::read_calibration(name_or_path);
+  auto stored = analysis::stored_calibration(db, name_or_path, db_label);
+  if (db != nullptr && !stored && !std::filesystem::exists(name_or_path)) {
+    throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
   }
+  analysis::Calibration cal = stored ? std::move(*stored) : analysis::read_calibration(name_or_path);
   for (const auto& c : selected) {
     if (c.config.hardware != cal.hardware) {
       throw_bad_input(name_or_path, "hardware", cal.hardware,
