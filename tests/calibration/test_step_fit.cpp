@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "analysis/calibration/parameters.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "analysis/calibration/step_fit.hpp"
@@ -96,7 +97,7 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
   CHECK(back.covariance.isApprox(cal.covariance));
   // Every parameter is used by whatif (none ends up in unused_parameters).
   const auto hw = dionsim::sim::hardware_preset("h100-sxm", "--hardware");
-  const auto kc = dionsim::sim::kernel_calibration_from_parameters(back.name, back.hardware, values, hw);
+  const auto kc = dionsim::analysis::kernel_calibration_from_parameters(back.name, back.hardware, values, hw);
   CHECK(kc.unused_parameters.empty());
   CHECK(kc.step.fwd_bwd_ms.has_value());
   CHECK(kc.step.nic_efficiency.has_value());
