@@ -210,6 +210,7 @@ OptimizerStepResult summarize_optimizer_step(const LoweredStep& step, std::vecto
 OptimizerStepResult schedule_optimizer_step(const LoweredStep& step) {
   Engine engine;
   StreamProgram program(engine, 1);  // rank 0 stands for every rank
+  program.reserve(step.ops.size());
   std::vector<OpId> ids;
   ids.reserve(step.ops.size());
   std::vector<OpId> deps;

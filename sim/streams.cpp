@@ -17,6 +17,7 @@ StreamProgram::StreamProgram(Engine& engine, int ranks, FabricNetwork* network)
   last_on_stream_.assign(static_cast<std::size_t>(ranks) * 2, -1);
   busy_.assign(static_cast<std::size_t>(ranks) * 2, SimTime{});
   running_.assign(static_cast<std::size_t>(ranks) * 2, -1);
+  for (int r = 0; r < ranks; ++r) all_comm_.push_back(stream_index(r, Stream::comm));
 }
 
 Contention StreamProgram::checked(const Contention& c) {
@@ -202,9 +203,7 @@ OpId StreamProgram::collective(const CollectiveSpec& spec, std::string label, st
   op.kind = Kind::collective;
   op.spec = spec;
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::alltoallv(std::vector<double> bytes, std::string label, std::span<const OpId> deps,
@@ -220,9 +219,7 @@ OpId StreamProgram::alltoallv(std::vector<double> bytes, std::string label, std:
   op.kind = Kind::alltoallv;
   op.matrix = std::move(bytes);
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::collective_timed(SimTime duration, double bytes, std::string label, std::span<const OpId> deps,
@@ -233,9 +230,7 @@ OpId StreamProgram::collective_timed(SimTime duration, double bytes, std::string
   op.record = OpRecord{std::move(label), -1, Stream::comm, bytes, {}, {}, false, false};
   op.duration = duration;
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::send(int src, int dst, double bytes, std::string label, std::span<const OpId> deps,

@@ -101,6 +101,9 @@ class StreamProgram {
   OpId send(int src, int dst, double bytes, std::string label, std::span<const OpId> deps = {},
             SimTime not_before = SimTime{});
 
+  // Room for `ops` ops in all (saves regrowth in programs built in one go).
+  void reserve(std::size_t ops) { ops_.reserve(ops); }
+
   // Runs the engine until it is idle; throws std::logic_error if an op never ran (a cycle).
   void run();
 
@@ -153,6 +156,7 @@ class StreamProgram {
   std::vector<std::int64_t> last_on_stream_;  // OpId or -1, by stream_index
   std::vector<SimTime> busy_;                 // by stream_index
   std::vector<std::int64_t> running_;         // OpId or -1, by stream_index
+  std::vector<std::size_t> all_comm_;         // every rank's comm stream (collectives)
   bool contended_ = false;                    // some op has a Contention other than none()
   SimTime collective_busy_;                   // collectives occupy every comm stream
 };
