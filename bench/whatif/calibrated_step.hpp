@@ -62,8 +62,8 @@ struct CalibratedStep {
 };
 
 // hbm_slowdown: StepProgramOptions::collective_hbm_slowdown (whatif applies it on one node only).
-inline CalibratedStep calibrated_step(const sim::KernelCalibration& cal, opt::Scope scope, int nodes,
-                                      int gpus_per_node, double hbm_slowdown, bool host_ahead) {
+inline CalibratedStep calibrated_step(const sim::KernelCalibration& cal, opt::Scope scope, int nodes, int gpus_per_node,
+                                      double hbm_slowdown, bool host_ahead) {
   sim::WhatifConfig c;
   c.model = "seed-5120x8";
   c.optimizer = opt::OptimizerKind::nordion2;

@@ -194,7 +194,8 @@ TEST_CASE("closed-form collective times agree with the engine's flows", "[step_p
   }
 }
 
-TEST_CASE("the engine's stream program and the one-pass list schedule (oracle) agree to the nanosecond", "[step_program]") {
+TEST_CASE("the engine's stream program and the one-pass list schedule (oracle) agree to the nanosecond",
+          "[step_program]") {
   const auto model = h100();
   for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
     for (std::int64_t nodes : {1, 2, 16}) {
