@@ -136,11 +136,36 @@ def main():
                 print(f"  {r['ns']:14} {g['ns_input']:16} {g.get('ns_ms', 0):8.3f} ms {g.get('ns_executed_flops', 0) / 1e12:8.3f} TFLOP "
                       f"{g.get('ns_executed_tflops', 0):7.1f} TF/s  ({g['layout']})")
             print(f"  {r['ns']:14} memory-bound bytes: " + ", ".join(f"{k} {v / 1e9:.1f} GB" for k, v in r["mem"].items()))
+    print("\nclocks per stage (nvidia-smi every 0.5 s; reason 0x4 = software power cap):")
+    clocks(d)
     for r in after:
         m = metrics(r)
         eager = m.get("eager_step_ms", r.get("eager", {}).get("opt_step_ms", 0))
         print(f"after the reference: {r['optimizer']} f={r['fraction']} {r['ns']}: graph {m['opt_step_ms']:.2f} ms, "
               f"eager {eager:.2f} ms")
+
+
+def clocks(d):
+    """Median SM clock / power per stage of bench.log, from smi.csv (sampled every 0.5 s)."""
+    import re
+    try:
+        stages = [(m.group(1), m.group(2)) for m in re.finditer(r"^== (\d\d:\d\d:\d\d) (\S+)", open(f"{d}/bench.log").read(), re.M)]
+        samples = []
+        for line in open(f"{d}/smi.csv"):
+            f = [x.strip() for x in line.split(",")]
+            if len(f) >= 4 and f[1].endswith("MHz"):
+                samples.append((f[0].split()[1][:8], int(f[1].split()[0]), float(f[2].split()[0]), f[4] if len(f) > 4 else ""))
+    except OSError:
+        return
+    for (t0, name), nxt in zip(stages, stages[1:] + [("99:99:99", "")]):
+        sel = [x for x in samples if t0 <= x[0] < nxt[0]]
+        if not sel:
+            continue
+        mhz = sorted(x[1] for x in sel)
+        w = sorted(x[2] for x in sel)
+        capped = sum(1 for x in sel if x[3].endswith("4")) / len(sel)
+        print(f"  {name:18} SM clock median {mhz[len(mhz) // 2]} MHz (min {mhz[0]}, max {mhz[-1]}), power median {w[len(w) // 2]:.0f} W, "
+              f"power-cap reason in {100 * capped:.0f} % of {len(sel)} samples")
 
 
 if __name__ == "__main__":
