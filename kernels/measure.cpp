@@ -214,7 +214,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
   double executed = 0;
   for (double f : r.ns_group_flops) executed += f;
   // hardware, gpus_per_node, nodes and ns make the stored configuration one that `calibrate --db`
-  // and `validate --db` read (analysis/step_fit.hpp), like a row of the measurement CSV.
+  // and `validate --db` read (analysis/records/stored_runs.hpp), like a row of the measurement CSV.
   nlohmann::json out = {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
           {"hardware", r.device_name}, {"gpus_per_node", r.ranks_per_node},
           {"nodes", r.ranks_per_node > 0 ? c.step.world / r.ranks_per_node : 1},
@@ -236,7 +236,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
             metric("winner_rows", static_cast<double>(r.winner_rows), "rows"),
             metric("opt_cpu_span_ms", r.median_host_ms, "ms")}}};
   // Only metrics of the measurement CSV go into "metrics" (what the store records and `calibrate
-  // --db` reads, analysis/measurements.cpp); the rest are results beside them.
+  // --db` reads, analysis/measured/measurements.cpp); the rest are results beside them.
   out["cuda_graph"] = c.cuda_graph;
   out["host_ms"] = r.host_ms;
   out["ns_executed"] = {{"flops", executed}, {"tflops", gemm > 0 ? executed / (gemm * 1e9) : 0.0}};
