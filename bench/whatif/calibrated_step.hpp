@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "analysis/calibration/parameters.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
 #include "sim/step_program.hpp"
@@ -30,7 +31,7 @@ inline sim::KernelCalibration seed_calibration() {
   const auto doc = nlohmann::json::parse(text.str());
   std::map<std::string, double> parameters;
   for (const auto& [key, p] : doc.at("parameters").items()) parameters[key] = p.at("value").get<double>();
-  return sim::kernel_calibration_from_parameters(doc.at("name").get<std::string>(),
+  return analysis::kernel_calibration_from_parameters(doc.at("name").get<std::string>(),
                                                  doc.at("hardware").get<std::string>(), parameters,
                                                  sim::hardware_preset("h100-sxm", "bench"));
 }

@@ -2,6 +2,7 @@
 // and 2-node runs, recovery of known parameters from synthetic measurements, the calibration
 // file round trip into whatif's kernel/step calibration, selection, the DB path, leave-one-out.
 #include <catch2/catch.hpp>
+#include <unistd.h>  // getpid: a database per process (parallel runs, several checkouts share /tmp)
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -182,7 +183,7 @@ TEST_CASE("bad measured input for the fit: another GPU, mixed GPUs, too few metr
 }
 
 TEST_CASE("measured runs and calibrations go through the database", "[step_fit]") {
-  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_step_fit.db";
+  const auto path = std::filesystem::temp_directory_path() / ("dionsim_test_step_fit." + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   {
     auto db = Database::open(path.string());
@@ -243,7 +244,7 @@ TEST_CASE("leave one configuration out predicts every held-out configuration", "
 TEST_CASE("dionsim measure's own runs (2 x H200) calibrate the step model through the database", "[step_fit]") {
   // results/gpu-run5/measure.db: `dionsim measure --db` on the lent 2 x H200 (one process, both GPUs).
   const auto source = std::filesystem::path(DIONSIM_SOURCE_DIR) / "results" / "gpu-run5" / "measure.db";
-  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_measured_h200.db";
+  const auto path = std::filesystem::temp_directory_path() / ("dionsim_test_measured_h200." + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   std::filesystem::copy_file(source, path);
   std::vector<MeasuredConfiguration> all;

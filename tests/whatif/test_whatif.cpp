@@ -1,6 +1,7 @@
 // Acceptance tests of issue 5 on the library: payloads equal the plan's, bandwidth monotonicity,
 // exposed communication vs bytes, traces that parse and nest, bad input before anything runs.
 #include <catch2/catch.hpp>
+#include <unistd.h>  // getpid: per-process temporary files
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -137,7 +138,7 @@ TEST_CASE("whatif: a trace parses as JSON and its events nest per thread", "[wha
   study.nodes = {2};
   const auto inventory = opt::seed_5120x8();
   const auto model = h100();
-  const auto dir = std::filesystem::temp_directory_path() / "dionsim_whatif_trace_test";
+  const auto dir = std::filesystem::temp_directory_path() / ("dionsim_whatif_trace_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   for (const auto& c : expand(study)) {
     const auto r = run_whatif(c, inventory, model);
