@@ -71,7 +71,7 @@ int run_deferral(std::span<const std::string> args) {
   const std::vector<std::int64_t> world_list = parse_int_list(worlds, "--world");
   std::vector<std::optional<double>> capacities;
   for (const std::string& item : split_list(capacity, "--capacity-factor")) {
-    capacities.push_back(item == "auto" ? std::nullopt : std::optional<double>(parse_double(item, "--capacity-factor")));
+    capacities.push_back(opt::parse_capacity_factor(item, "--capacity-factor"));
   }
   for (std::int64_t w : world_list) {
     for (const auto& cf : recommend ? std::vector<std::optional<double>>{std::nullopt} : capacities) {

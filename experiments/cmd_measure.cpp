@@ -101,8 +101,7 @@ int run_measure(std::span<const std::string> args) {
   [[maybe_unused]] const auto dtype_kind = opt::parse_dtype(dtype, "--momentum-dtype");  // used by CUDA builds
   [[maybe_unused]] const auto ns_kind = opt::parse_ns(ns, "--ns");
   if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
-  if (capacity != "auto" && parse_double(capacity, "--capacity-factor") < 1.0)
-    throw_bad_usage("--capacity-factor", capacity, "auto or a number >= 1");
+  const auto capacity_factor = opt::parse_capacity_factor(capacity, "--capacity-factor");
   if (steps < 1) throw_bad_usage("--steps", std::to_string(steps), "an integer >= 1");
   if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
   if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
@@ -130,7 +129,7 @@ int run_measure(std::span<const std::string> args) {
     cfg.step.optimizer = optimizer_kind;
     cfg.step.scope = scope_kind;
     cfg.step.fraction = fraction;
-    if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
+    cfg.step.capacity_factor = capacity_factor;
     cfg.step.dtype = dtype_kind;
     cfg.step.ns = ns_kind;
     cfg.cuda_graph = cuda_graph;

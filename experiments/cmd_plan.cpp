@@ -79,7 +79,7 @@ int run_plan(std::span<const std::string> args) {
   config.world = world;
   config.scope = opt::parse_scope(scope, "--scope");
   config.fraction = fraction;
-  if (capacity != "auto") config.capacity_factor = parse_double(capacity, "--capacity-factor");
+  config.capacity_factor = opt::parse_capacity_factor(capacity, "--capacity-factor");
   config.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
   config.ns = opt::parse_ns(ns, "--ns");
   config.sharded = !ddp;

@@ -10,6 +10,7 @@
 #include "common/launch.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
+#include "optimizer/plan_json.hpp"
 
 namespace dionsim::kernels {
 
@@ -221,7 +222,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
           {"ns", opt::to_string(c.step.ns)},
           {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
           {"fraction", c.step.fraction},
-          {"capacity_factor", c.step.capacity_factor ? nlohmann::json(*c.step.capacity_factor) : nlohmann::json("auto")},
+          {"capacity_factor", opt::capacity_factor_json(c.step.capacity_factor)},
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
           {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
           {"ns_autotune", r.ns_autotune}, {"ns_layout", to_string(r.ns_layout)}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},

@@ -290,9 +290,7 @@ void validate(const DeferralConfig& c) {
   if (!(c.fraction > 0.0 && c.fraction <= 1.0)) {
     throw_bad_usage("--fraction", num(c.fraction), "a number in (0, 1]");
   }
-  if (c.capacity_factor && !(*c.capacity_factor >= 1.0 && std::isfinite(*c.capacity_factor))) {
-    throw_bad_usage("--capacity-factor", num(*c.capacity_factor), "auto or a number >= 1.0");
-  }
+  check_capacity_factor(c.capacity_factor, "--capacity-factor");
   if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
   if (c.steps < 1) throw_bad_usage("--steps", std::to_string(c.steps), "an integer >= 1");
   if (c.trials < 1) throw_bad_usage("--trials", std::to_string(c.trials), "an integer >= 1");

@@ -1,6 +1,7 @@
 #include "optimizer/deferral_json.hpp"
 
 #include "common/format.hpp"
+#include "optimizer/plan_json.hpp"
 
 namespace dionsim::opt {
 
@@ -11,7 +12,7 @@ nlohmann::json config_json(const DeferralConfig& c) {
           {"optimizer", std::string(to_string(c.optimizer))},
           {"world", c.world},
           {"fraction", c.fraction},
-          {"capacity_factor", c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json("auto")},
+          {"capacity_factor", capacity_factor_json(c.capacity_factor)},
           {"ef", c.ef},
           {"norms", c.stream.text},
           {"steps", c.steps},

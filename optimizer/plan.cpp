@@ -1,5 +1,9 @@
 #include "optimizer/plan.hpp"
 
+#include <system_error>
+
+#include <charconv>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -84,6 +88,24 @@ std::string shortest(double v) {
 }
 }  // namespace
 
+std::optional<double> parse_capacity_factor(std::string_view text, std::string_view flag) {
+  if (text == "auto") return std::nullopt;
+  double c = 0;
+  const auto* end = text.data() + text.size();
+  const auto r = std::from_chars(text.data(), end, c);
+  if (text.empty() || r.ec != std::errc() || r.ptr != end) throw_bad_usage(flag, text, "auto or a number >= 1.0");
+  check_capacity_factor(c, flag);
+  return c;
+}
+
+bool is_valid_capacity_factor(double c) { return c >= 1.0 && std::isfinite(c); }
+
+void check_capacity_factor(std::optional<double> c, std::string_view flag) {
+  if (c && !is_valid_capacity_factor(*c)) throw_bad_usage(flag, shortest(*c), "auto or a number >= 1.0");
+}
+
+std::string capacity_factor_text(std::optional<double> c) { return c ? shortest(*c) : std::string("auto"); }
+
 void validate(const PlanConfig& config) {
   if (config.world < 1) {
     throw_bad_usage("--world", std::to_string(config.world), "an integer >= 1");
@@ -91,9 +113,7 @@ void validate(const PlanConfig& config) {
   if (!(config.fraction > 0.0 && config.fraction <= 1.0)) {
     throw_bad_usage("--fraction", shortest(config.fraction), "a number in (0, 1]");
   }
-  if (config.capacity_factor && !(*config.capacity_factor >= 1.0)) {
-    throw_bad_usage("--capacity-factor", shortest(*config.capacity_factor), "a number >= 1.0 (or auto)");
-  }
+  check_capacity_factor(config.capacity_factor, "--capacity-factor");
   if ((config.momentum_bytes != 2 && config.momentum_bytes != 4) || (config.param_bytes != 2 && config.param_bytes != 4)) {
     throw_bad_usage("dtype", std::to_string(config.momentum_bytes), "2 (bf16) or 4 (fp32) bytes");
   }

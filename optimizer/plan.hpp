@@ -44,6 +44,17 @@ enum class Dtype { float32, bfloat16 };  // parameter dtype = momentum dtype (§
 [[nodiscard]] NsKind parse_ns(std::string_view text, std::string_view flag);
 [[nodiscard]] Dtype parse_dtype(std::string_view text, std::string_view flag);
 
+// global_capped's capacity factor c, everywhere it is read or written (command lines, case.json,
+// the measurement CSV, stored configurations): nullopt = "auto" (§4.1), else a finite c >= 1.
+// parse_capacity_factor reads "auto" or a number (UsageError naming `flag`);
+// check_capacity_factor refuses c < 1, NaN and infinities (UsageError naming `flag`);
+// capacity_factor_text prints it ("auto", "1.25").
+[[nodiscard]] std::optional<double> parse_capacity_factor(std::string_view text, std::string_view flag);
+void check_capacity_factor(std::optional<double> c, std::string_view flag);
+// The rule itself, for readers of files that report their own errors (InputError naming the file).
+[[nodiscard]] bool is_valid_capacity_factor(double c);
+[[nodiscard]] std::string capacity_factor_text(std::optional<double> c);
+
 struct PlanConfig {
   std::int64_t world = 1;                  // size of the optimizer's process group, >= 1
   Scope scope = Scope::global;

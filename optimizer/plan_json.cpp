@@ -1,5 +1,7 @@
 #include "optimizer/plan_json.hpp"
 
+#include "common/error.hpp"
+
 namespace dionsim::opt {
 
 nlohmann::json to_json(const GroupPlan& g) {
@@ -45,7 +47,7 @@ nlohmann::json to_json(const Plan& plan) {
            {{"world", c.world},
             {"scope", to_string(c.scope)},
             {"fraction", c.fraction},
-            {"capacity_factor", c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json()},
+            {"capacity_factor", capacity_factor_json(c.capacity_factor, AutoAs::null)},
             {"optimizer", to_string(c.optimizer)},
             {"ns", to_string(c.ns)},
             {"sharded", c.sharded},
@@ -57,6 +59,17 @@ nlohmann::json to_json(const Plan& plan) {
           {"ns_flops_per_rank", plan.ns_flops_per_rank},
           {"collectives", plan.collectives},
           {"groups", groups}};
+}
+
+nlohmann::json capacity_factor_json(std::optional<double> c, AutoAs auto_as) {
+  if (c) return *c;
+  return auto_as == AutoAs::text ? nlohmann::json("auto") : nlohmann::json(nullptr);
+}
+
+std::optional<double> capacity_factor_from_json(const nlohmann::json& value, const std::string& where) {
+  if (value.is_null() || (value.is_string() && value.get_ref<const std::string&>() == "auto")) return std::nullopt;
+  if (value.is_number() && is_valid_capacity_factor(value.get<double>())) return value.get<double>();
+  throw_bad_input(where, "capacity_factor", value.dump(), "\"auto\", null or a finite number >= 1.0");
 }
 
 }  // namespace dionsim::opt

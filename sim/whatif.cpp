@@ -12,6 +12,7 @@
 #include "common/parse.hpp"
 #include "sim/whatif_metrics.hpp"
 #include "topologies/topology_file.hpp"
+#include "optimizer/plan_json.hpp"
 
 namespace dionsim::sim {
 
@@ -64,7 +65,7 @@ nlohmann::json to_json(const WhatifConfig& c) {
       {"scope", std::string(opt::to_string(c.scope))},
       {"fraction", c.fraction},
       {"capacity_factor", c.scope == opt::Scope::global_capped
-                              ? (c.capacity_factor ? nlohmann::json(*c.capacity_factor) : nlohmann::json("auto"))
+                              ? opt::capacity_factor_json(c.capacity_factor)
                               : nlohmann::json(nullptr)},
       {"nodes", c.nodes},
       {"gpus_per_node", c.gpus_per_node},
@@ -107,7 +108,7 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
     if (!(f > 0.0 && f <= 1.0)) throw_bad_usage("--fraction", shortest(f), "a number in (0, 1]");
   }
   for (const auto& c : s.capacity_factors) {
-    if (c && !(*c >= 1.0)) throw_bad_usage("--capacity-factor", shortest(*c), "a number >= 1.0 (or auto)");
+    opt::check_capacity_factor(c, "--capacity-factor");
   }
   for (auto n : s.nodes) {
     if (n < 1 || n > 1'000'000) throw_bad_usage("--nodes", std::to_string(n), "an integer in [1, 1000000]");
@@ -381,7 +382,7 @@ WhatifStudy make_study(const WhatifOptions& o) {
   for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
   study.fractions = parse_double_list(o.fractions, "--fraction");
   for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
-    study.capacity_factors.push_back(c == "auto" ? std::nullopt : std::optional(parse_double(c, "--capacity-factor")));
+    study.capacity_factors.push_back(opt::parse_capacity_factor(c, "--capacity-factor"));
   }
   study.nodes = parse_int_list(o.nodes, "--nodes");
   study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);

@@ -402,7 +402,9 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
     const std::string cf = f.text("capacity_factor");
     if (cf != "auto") {
       const double value = f.number("capacity_factor");
-      if (!(value > 0)) throw_bad_input(f.where(), "capacity_factor", cf, "'auto' or a positive number");
+      // The rule of opt::is_valid_capacity_factor (spec §4.1), written out: this reader needs only common.
+      if (!(value >= 1.0 && std::isfinite(value)))
+        throw_bad_input(f.where(), "capacity_factor", cf, "'auto' or a finite number >= 1 (spec §4.1)");
       c.capacity_factor = value;
     }
     row.metric = f.nonempty("metric");

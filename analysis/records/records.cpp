@@ -232,7 +232,7 @@ json measured_config_json(const MeasurementConfig& c) {
           {"ns", c.ns},
           {"scope", c.scope},
           {"fraction", c.fraction},
-          {"capacity_factor", c.capacity_factor ? json(*c.capacity_factor) : json(nullptr)}};
+          {"capacity_factor", opt::capacity_factor_json(c.capacity_factor, opt::AutoAs::null)}};
 }
 
 RunRecord measured_record(const MeasuredConfiguration& m) {

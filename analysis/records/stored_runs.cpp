@@ -8,6 +8,7 @@
 
 #include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
+#include "optimizer/plan_json.hpp"
 #include "sim/kernel_model.hpp"
 
 namespace dionsim::analysis {
@@ -55,8 +56,7 @@ std::vector<MeasuredConfiguration> measured_configurations_from_db(const Databas
       c.ns = j.at("ns").get<std::string>();
       c.scope = j.at("scope").get<std::string>();
       c.fraction = j.at("fraction").get<double>();
-      if (j.contains("capacity_factor") && j.at("capacity_factor").is_number())
-        c.capacity_factor = j.at("capacity_factor").get<double>();
+      if (j.contains("capacity_factor")) c.capacity_factor = opt::capacity_factor_from_json(j.at("capacity_factor"), where);
     } catch (const json::exception& e) {
       throw InputError(where + ": config: " + e.what());
     }

@@ -6,6 +6,7 @@
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
+#include "optimizer/plan_json.hpp"
 
 using namespace dionsim::opt;
 
@@ -206,4 +207,28 @@ TEST_CASE("config validation and inventories", "[plan]") {
                     Catch::Contains("x.json: [0].size"));
   CHECK_THROWS_WITH(parse_inventory_json(R"([{"name":"a","rows":0,"cols":4}])", "x.json"),
                     Catch::Contains("[0].rows"));
+}
+
+TEST_CASE("capacity factor: one parser, one rule, one JSON codec", "[plan][capacity]") {
+  using dionsim::opt::AutoAs;
+  CHECK_FALSE(dionsim::opt::parse_capacity_factor("auto", "--capacity-factor").has_value());
+  CHECK(*dionsim::opt::parse_capacity_factor("1.25", "--capacity-factor") == 1.25);
+  CHECK(*dionsim::opt::parse_capacity_factor("1", "--capacity-factor") == 1.0);
+  for (const char* bad : {"0.5", "0", "-2", "nan", "inf", "1e400", "", "1.5x", "Auto"}) {
+    INFO(bad);
+    CHECK_THROWS_AS(dionsim::opt::parse_capacity_factor(bad, "--capacity-factor"), dionsim::UsageError);
+  }
+  CHECK_THROWS_WITH(dionsim::opt::parse_capacity_factor("0.5", "--capacity-factor"),
+                    Catch::Contains("--capacity-factor: got '0.5'"));
+  CHECK(dionsim::opt::capacity_factor_text(std::nullopt) == "auto");
+  CHECK(dionsim::opt::capacity_factor_text(1.5) == "1.5");
+  // Stored forms: "auto" (whatif, deferral, measure), null (plan, measured runs); both read back.
+  CHECK(dionsim::opt::capacity_factor_json(std::nullopt) == nlohmann::json("auto"));
+  CHECK(dionsim::opt::capacity_factor_json(std::nullopt, AutoAs::null).is_null());
+  CHECK(dionsim::opt::capacity_factor_json(2.0) == nlohmann::json(2.0));
+  CHECK_FALSE(dionsim::opt::capacity_factor_from_json(nlohmann::json("auto"), "x").has_value());
+  CHECK_FALSE(dionsim::opt::capacity_factor_from_json(nlohmann::json(nullptr), "x").has_value());
+  CHECK(*dionsim::opt::capacity_factor_from_json(nlohmann::json(1.1), "x") == 1.1);
+  CHECK_THROWS_AS(dionsim::opt::capacity_factor_from_json(nlohmann::json(0.5), "db: run 3"), dionsim::InputError);
+  CHECK_THROWS_AS(dionsim::opt::capacity_factor_from_json(nlohmann::json("1.5"), "db: run 3"), dionsim::InputError);
 }
