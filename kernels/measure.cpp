@@ -164,7 +164,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
     return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}};
   };
   // hardware, gpus_per_node, nodes and ns make the stored configuration one that `calibrate --db`
-  // and `validate --db` read (analysis/step_fit.hpp), like a row of the measurement CSV.
+  // and `validate --db` read (analysis/records/stored_runs.hpp), like a row of the measurement CSV.
   return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
           {"hardware", r.device_name}, {"gpus_per_node", r.ranks_per_node},
           {"nodes", r.ranks_per_node > 0 ? c.step.world / r.ranks_per_node : 1},

@@ -64,14 +64,14 @@ void apply_step_calibration(const StepCalibration& step, WhatifStudy& study);
 [[nodiscard]] KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where,
                                                          const Hardware& base);
 
-// The fitted parameters of a `dionsim calibrate` file (analysis/fit_calibration.hpp, read by the
+// The fitted parameters of a `dionsim calibrate` file (analysis/calibration/fit_calibration.hpp, read by the
 // caller) as a kernel calibration. `hardware_label` ("H200", "NVIDIA H200", "H100") must name the
 // same GPU as `base` (UsageError naming --hardware otherwise). Used parameters:
 //   ns_gemm_isolated_tflops -> TFLOPs_by_kernel["ns_gemm"] (NS GEMMs at the traced throughput),
 //   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
 //   ns_gemm_overlapped_tflops (with the isolated one) -> overlap_slowdown_by_kernel["ns_gemm"],
 //   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
-// Step-model parameters (dionsim calibrate --measured CSV|--db; analysis/step_fit.hpp):
+// Step-model parameters (dionsim calibrate --measured CSV|--db; analysis/calibration/step_fit.hpp):
 //   fwd_bwd_ms -> step.fwd_bwd_ms, ns_gemm_efficiency (of peak) -> TFLOPs_by_kernel["ns_gemm"],
 //   non_gemm_hbm_efficiency -> hardware.hbm_efficiency (NS GEMM operands keep the preset's),
 //   hbm_efficiency.<class> -> hbm_efficiency_by_kernel[class],

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/perfetto.hpp"
+#include "analysis/perfetto/perfetto.hpp"
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
