@@ -54,7 +54,7 @@ int run_whatif(std::span<const std::string> args) {
        "GPUs per host (default: each fabric's, 8 on HGX, 4 on NVL72 trays)")
       ("fabric", po::value(&o.fabrics)->default_value(o.fabrics), "list of presets or TOML topology files")
       ("shard-group", po::value(&o.shard_group), "list: HSDP shard group sizes (the optimizer's world; gradients "
-       "all-reduced across world/G replicas); default FSDP over the world")
+       "all-reduced across world/G replicas); 0 = FSDP over the world (the default)")
       ("reduce-dtype", po::value(&o.reduce_dtype)->default_value(o.reduce_dtype), "FSDP gradient reduction: fp32 | bf16")
       ("layers", po::value(&layers), "FSDP units (default: the model's layers; without them the whole-step bound max(compute, FSDP comm))")
       ("nic-GBps", po::value(&o.nic_GBps), "list: override the fabrics' NIC bandwidth per GPU (nominal GB/s)")

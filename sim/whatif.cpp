@@ -237,6 +237,8 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
                   c.fwd_bwd_ms = compute.fwd_bwd_ms;
                   c.mfu = compute.mfu;
                   check_shard_group(shard, c.world(), gpn);
+                  const bool fsdp_listed = std::find(shard_groups.begin(), shard_groups.end(), 0) != shard_groups.end();
+                  if (shard == c.world() && fsdp_listed) continue;  // the same configuration as 0 (FSDP)
                   c.shard_group = shard == c.world() ? 0 : shard;  // a group of the whole world is FSDP
                   if (global_batch) {
                     if (tok % c.world() != 0) {
