@@ -17,7 +17,7 @@ Inventory seed_5120x8() {
 Inventory gpt_layout(std::int64_t hidden, std::int64_t layers) {
   // Per layer q, k, v, o, fc, proj in parameter order; the plan buckets by first occurrence, so the
   // groups come out as (h,h) x 4L, (4h,h) x L, (h,4h) x L (spec §6.1).
-  Inventory inv{"gpt-" + std::to_string(hidden) + "x" + std::to_string(layers), {}};
+  Inventory inv{"gpt-" + std::to_string(hidden) + "x" + std::to_string(layers), {}, layers};
   for (std::int64_t l = 0; l < layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     for (const char* n : {"attn.c_q", "attn.c_k", "attn.c_v", "attn.c_proj"}) {
@@ -30,7 +30,7 @@ Inventory gpt_layout(std::int64_t hidden, std::int64_t layers) {
 }
 
 Inventory gpt_swiglu(const std::string& name, std::int64_t hidden, std::int64_t inter, std::int64_t layers) {
-  Inventory inv{name, {}};
+  Inventory inv{name, {}, layers};
   for (std::int64_t l = 0; l < layers; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
     for (const char* n : {"attn.q", "attn.k", "attn.v", "attn.o"}) {
@@ -50,10 +50,23 @@ Inventory parse_inventory_json(const std::string& text, const std::string& where
   } catch (const nlohmann::json::parse_error& e) {
     throw_bad_input(where, "(document)", e.what(), "a JSON list of {name, rows, cols, count}");
   }
+  std::int64_t layers = 0;
+  if (doc.is_object()) {  // {"layers": L, "matrices": [...]}
+    for (const auto& [key, value] : doc.items()) {
+      if (key != "layers" && key != "matrices") {
+        throw_bad_input(where, key, value.dump(), "only the keys layers, matrices (or a plain list)");
+      }
+    }
+    if (!doc.contains("layers") || !doc["layers"].is_number_integer() || doc["layers"].get<std::int64_t>() < 1) {
+      throw_bad_input(where, "layers", doc.contains("layers") ? doc["layers"].dump() : "(missing)", "an integer >= 1");
+    }
+    layers = doc["layers"].get<std::int64_t>();
+    doc = doc.contains("matrices") ? doc["matrices"] : nlohmann::json();
+  }
   if (!doc.is_array() || doc.empty()) {
     throw_bad_input(where, "(document)", doc.dump().substr(0, 40), "a non-empty JSON list of {name, rows, cols, count}");
   }
-  Inventory inv{where, {}};
+  Inventory inv{where, {}, layers};
   for (std::size_t i = 0; i < doc.size(); ++i) {
     const auto& e = doc[i];
     const std::string at = std::string("[") + std::to_string(i) + "]";

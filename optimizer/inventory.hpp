@@ -18,10 +18,12 @@ struct MatrixSpec {
 struct Inventory {
   std::string name;               // the --model spelling it came from
   std::vector<MatrixSpec> entries;  // parameter-group order (shape groups by first occurrence)
+  std::int64_t layers = 0;        // transformer layers (FSDP units of the training step); 0 = not given
 };
 
 // Resolves `--model`: "seed-5120x8", "gpt-<h>x<L>", "gpt-1b", "gpt-14b", or a path to a JSON list of
-// {"name", "rows", "cols", "count"}. Throws UsageError for an unknown name, InputError for a bad file.
+// {"name", "rows", "cols", "count"} — or an object {"layers": L, "matrices": [that list]} that also
+// gives the layer count. Throws UsageError for an unknown name, InputError for a bad file.
 [[nodiscard]] Inventory load_inventory(const std::string& model);
 
 // The built-ins, exposed for tests and benchmarks.

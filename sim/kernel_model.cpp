@@ -12,20 +12,32 @@ namespace dionsim::sim {
 
 namespace {
 
-// Sources of the presets:
-//  * peak bf16 dense: NVIDIA H100 Tensor Core GPU datasheet (SXM5: 1,979 TFLOP/s bf16 *with
-//    sparsity* = 989.4 dense) and NVIDIA H200 datasheet (SXM: same tensor cores, 1,979 sparse =
-//    989.4 dense).
-//  * HBM: H100 SXM5 3.35 TB/s (HBM3), H200 SXM 4.8 TB/s (HBM3e), same datasheets.
+// Sources of the presets (docs/whatif.md "GPU presets" has the table with links):
+//  * dense bf16 peak: the datasheets quote bf16 tensor-core throughput with 2:4 sparsity; dense
+//    is half. A100 SXM4 312 (datasheet: 312 dense / 624 sparse); H100 SXM5 and H200 SXM 989.4
+//    (1,979 sparse); HGX B200 and HGX B300 36 PFLOP/s sparse per 8 GPUs = 2,250 dense per GPU;
+//    GB200 NVL72 and GB300 NVL72 360 PFLOP/s sparse per 72 GPUs = 2,500 dense per GPU.
+//  * HBM bandwidth / capacity: A100 80GB 2,039 GB/s, 80 GB (HBM2e); H100 SXM5 3,350 GB/s, 80 GB
+//    (HBM3); H200 4,800 GB/s, 141 GB (HBM3e); HGX B200 64 TB/s and 1,440 GB per 8 GPUs = 8,000
+//    GB/s, 180 GB; HGX B300 64 TB/s, 2.3 TB per 8 = 8,000 GB/s, 288 GB; GB200 NVL72 576 TB/s,
+//    13.4 TB per 72 = 8,000 GB/s, 186 GB; GB300 NVL72 576 TB/s, 20.7 TB per 72 = 8,000 GB/s, 288 GB.
+//  * NVLink: 3 = 600 GB/s, 4 = 900 GB/s, 5 = 1,800 GB/s bidirectional per GPU (halved here).
+//  * power: A100 SXM 400 W, H100 SXM / H200 SXM up to 700 W, B200 (HGX) 1,000 W, B300 (HGX)
+//    1,100 W, GB200 1,200 W and GB300 1,400 W per GPU (NVL72 module configurations).
 //  * hbm_efficiency and launch_gap_us measured on one H200 (bench/whatif/probe_hbm_launch.py,
 //    PyTorch 2.11, results in bench/whatif/h200_probe_result.csv): fp32 M += G streams at
 //    4355 GB/s = 0.907 of 4800; 2000 one-element kernels replayed from a CUDA graph take 0.93 µs
-//    each on the device. The H100 preset carries both over (same Hopper memory system and launch
-//    path; not measured on an H100). A calibration file overrides them.
+//    each on the device. Every other preset carries both over (not measured on those GPUs; the
+//    Blackwell memory system may reach another fraction). A calibration file overrides them.
 const std::vector<Hardware>& presets() {
   static const std::vector<Hardware> table{
-      {"h100-sxm", 989.4, 3350.0, 0.907, 0.93},
-      {"h200", 989.4, 4800.0, 0.907, 0.93},
+      {"a100-sxm", 312.0, 2039.0, 0.907, 0.93, 80.0, 3, 300.0, 400.0},
+      {"h100-sxm", 989.4, 3350.0, 0.907, 0.93, 80.0, 4, 450.0, 700.0},
+      {"h200", 989.4, 4800.0, 0.907, 0.93, 141.0, 4, 450.0, 700.0},
+      {"b200", 2250.0, 8000.0, 0.907, 0.93, 180.0, 5, 900.0, 1000.0},
+      {"b300", 2250.0, 8000.0, 0.907, 0.93, 288.0, 5, 900.0, 1100.0},
+      {"gb200", 2500.0, 8000.0, 0.907, 0.93, 186.0, 5, 900.0, 1200.0},
+      {"gb300", 2500.0, 8000.0, 0.907, 0.93, 288.0, 5, 900.0, 1400.0},
   };
   return table;
 }
@@ -66,7 +78,35 @@ Hardware hardware_preset(std::string_view name, std::string_view flag) {
       return hw;
     }
   }
-  throw_bad_usage(flag, name, "one of h100-sxm, h200");
+  throw_bad_usage(flag, name, "one of " + hardware_preset_list() + " or a GPU file (.toml)");
+}
+
+std::string hardware_preset_list() {
+  std::string out;
+  for (const auto& hw : presets()) out += (out.empty() ? "" : ", ") + hw.name;
+  return out;
+}
+
+void validate(const Hardware& hw, const std::string& where) {
+  const auto positive = [](double v) { return std::isfinite(v) && v > 0.0; };
+  const auto bad = [&where](const char* field, double v, const char* expected) {
+    std::ostringstream s;
+    s << v;
+    throw_bad_input(where, field, s.str(), expected);
+  };
+  if (hw.name.empty()) throw_bad_input(where, "name", "(empty)", "a name for the GPU");
+  if (!positive(hw.peak_bf16_TFLOPs)) bad("peak_bf16_TFLOPs", hw.peak_bf16_TFLOPs, "a positive finite TFLOP/s");
+  if (!positive(hw.hbm_GBps)) bad("hbm_GBps", hw.hbm_GBps, "a positive finite GB/s");
+  if (!positive(hw.hbm_GB)) bad("hbm_GB", hw.hbm_GB, "a positive finite capacity in GB");
+  if (!(std::isfinite(hw.hbm_efficiency) && hw.hbm_efficiency > 0.0 && hw.hbm_efficiency <= 1.0)) {
+    bad("hbm_efficiency", hw.hbm_efficiency, "a number in (0, 1]");
+  }
+  if (!(std::isfinite(hw.launch_gap_us) && hw.launch_gap_us >= 0.0)) bad("launch_gap_us", hw.launch_gap_us, "a finite number >= 0");
+  if (hw.nvlink_generation < 0 || hw.nvlink_generation > 9) {
+    bad("nvlink_generation", hw.nvlink_generation, "0 (none) or a generation in [1, 9]");
+  }
+  if (!(std::isfinite(hw.nvlink_GBps) && hw.nvlink_GBps >= 0.0)) bad("nvlink_GBps", hw.nvlink_GBps, "a finite GB/s >= 0");
+  if (!(std::isfinite(hw.power_W) && hw.power_W >= 0.0)) bad("power_W", hw.power_W, "a finite number of W >= 0 (0 = unknown)");
 }
 
 std::vector<std::string> hardware_preset_names() {

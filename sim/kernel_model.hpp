@@ -21,18 +21,39 @@ namespace dionsim::sim {
 
 using DurationNs = std::int64_t;
 
-// A GPU model. Sources of the defaults are in hardware_presets() (kernel_model.cpp).
+// A GPU model. Sources of the presets: kernel_model.cpp and docs/whatif.md ("GPU presets").
 struct Hardware {
   std::string name;
   double peak_bf16_TFLOPs = 0.0;  // dense bf16 tensor-core peak, TFLOP/s (1e12)
   double hbm_GBps = 0.0;          // HBM bandwidth, GB/s (1e9)
   double hbm_efficiency = 0.0;    // fraction of hbm_GBps a streaming elementwise kernel reaches
   double launch_gap_us = 0.0;     // GPU-side gap per kernel launch (back-to-back launches)
+  // Descriptive (not used by the kernel model; what the preset's datasheet says, for output):
+  double hbm_GB = 0.0;            // HBM capacity, GB (1e9)
+  int nvlink_generation = 0;      // 3, 4, 5
+  double nvlink_GBps = 0.0;       // per GPU and direction (the datasheet's bidirectional total / 2)
+  double power_W = 0.0;           // maximum board / module power of the GPU
 };
 
-// "h100-sxm", "h200". Throws UsageError naming `flag` for another name.
+// a100-sxm, h100-sxm, h200, b200, b300, gb200, gb300. Throws UsageError naming `flag` (and the
+// known names) for another name.
 [[nodiscard]] Hardware hardware_preset(std::string_view name, std::string_view flag);
 [[nodiscard]] std::vector<std::string> hardware_preset_names();
+[[nodiscard]] std::string hardware_preset_list();  // "a100-sxm, h100-sxm, …" for help texts
+// Checks every field; throws InputError naming `where`, the field, the value and the expectation.
+void validate(const Hardware& hardware, const std::string& where);
+
+// `--hardware` value: a preset name, or a TOML file describing another GPU (a path with '/' or a
+// name ending in .toml). File keys (units in the names; unknown keys are errors):
+//   base = "h200"              # optional: start from a preset, the keys below override it
+//   name, peak_bf16_TFLOPs, hbm_GBps, hbm_GB, hbm_efficiency, launch_gap_us, nvlink_generation,
+//   nvlink_GBps, power_W
+// Without base, name, peak_bf16_TFLOPs, hbm_GBps and hbm_GB are required; hbm_efficiency and
+// launch_gap_us then default to the H200's measured 0.907 and 0.93 µs. Throws UsageError for an
+// unknown preset, InputError ("FILE:LINE: KEY: got 'X', expected Y") for a bad file, IoError when
+// it cannot be read.
+[[nodiscard]] Hardware resolve_hardware(const std::string& preset_or_file, std::string_view flag);
+[[nodiscard]] Hardware parse_hardware(const std::string& toml_text, const std::string& source_name);
 
 // One measured GEMM throughput: an m×n×k bf16 GEMM (2·m·n·k FLOPs) at `TFLOPs`.
 struct GemmAnchor {

@@ -97,14 +97,17 @@ StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
                        std::optional<double> alltoall_algbw_GBps) {
   StepFabric f;
   f.name = spec.name;
-  f.nodes = nodes;
-  f.gpus_per_node = gpus_per_node;
+  // The closed form's NVLink island is the NVLink domain (an NVL72 rack), not the host; a world
+  // of whole domains (or within one) is what whatif accepts (issue 17).
+  const int domain = std::min(nodes * gpus_per_node, topo::with_gpus_per_host(spec, gpus_per_node).gpus_per_nvlink_domain);
+  f.nodes = nodes * gpus_per_node / domain;
+  f.gpus_per_node = domain;
   f.nvlink_GBps = spec.nvlink_GBps * spec.nvlink_efficiency;
   f.nvlink_latency_us = spec.nvlink_latency_us;
   f.nic_GBps = spec.nic_GBps * spec.nic_efficiency;
   f.nic_latency_us = spec.nic_latency_us;
   f.rail_layout = spec.layout == topo::Layout::rail;
-  f.nodes_per_leaf = f.rail_layout ? spec.leaf_radix : std::max(1, spec.leaf_radix / gpus_per_node);
+  f.nodes_per_leaf = std::max(1, (f.rail_layout ? spec.leaf_radix * gpus_per_node : spec.leaf_radix) / domain);
   f.oversubscription = spec.oversubscription;
   f.alltoall_algbw_GBps = alltoall_algbw_GBps;
   return f;

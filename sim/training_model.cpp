@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -12,8 +13,8 @@ void validate(const TrainingConfig& config) {
   if (config.fwd_bwd_ms.has_value() == config.mfu.has_value()) {
     throw_bad_usage("--fwd-bwd-ms/--mfu", config.fwd_bwd_ms ? "both" : "neither", "exactly one of them");
   }
-  if (config.fwd_bwd_ms && !(*config.fwd_bwd_ms >= 0.0)) {
-    throw_bad_usage("--fwd-bwd-ms", std::to_string(*config.fwd_bwd_ms), "a number >= 0");
+  if (config.fwd_bwd_ms && !(*config.fwd_bwd_ms >= 0.0 && std::isfinite(*config.fwd_bwd_ms))) {
+    throw_bad_usage("--fwd-bwd-ms", std::to_string(*config.fwd_bwd_ms), "a finite number >= 0");
   }
   if (config.mfu && !(*config.mfu > 0.0 && *config.mfu <= 1.0)) {
     throw_bad_usage("--mfu", std::to_string(*config.mfu), "a fraction in (0, 1] (e.g. 0.45)");
@@ -27,20 +28,42 @@ void validate(const TrainingConfig& config) {
   if (config.world < 1) {
     throw_bad_usage("--nodes/--gpus-per-node", std::to_string(config.world), "a world of at least 1 GPU");
   }
+  if (config.shard_group < 0 || (config.shard_group > 0 && config.world % config.shard_group != 0)) {
+    throw_bad_usage("--shard-group", std::to_string(config.shard_group),
+                    "a divisor of the world (" + std::to_string(config.world) + " GPUs)");
+  }
+  if (config.reduce_bytes != 2 && config.reduce_bytes != 4) {
+    throw_bad_usage("--reduce-dtype", std::to_string(config.reduce_bytes) + " bytes", "fp32 or bf16");
+  }
+  if (config.layers < 0) throw_bad_usage("--layers", std::to_string(config.layers), "an integer >= 1");
   if (!(config.peak_bf16_TFLOPs > 0.0)) {
     throw_bad_usage("--hardware", std::to_string(config.peak_bf16_TFLOPs), "a GPU with a positive peak");
   }
 }
 
-FsdpBytes fsdp_bytes(std::int64_t params, std::int64_t world) {
+FsdpBytes fsdp_bytes(const TrainingConfig& c) {
   FsdpBytes b;
-  if (world <= 1) {
-    return {0, 0, 0};  // one GPU: nothing is sharded, nothing is gathered
+  b.shard_ranks = c.shard_world();
+  b.replicas = c.replicas();
+  const std::int64_t units = std::max<std::int64_t>(1, c.layers);
+  const std::int64_t layer_params = (c.params + units - 1) / units;
+  const std::int64_t g = b.shard_ranks;
+  const std::int64_t shard = (layer_params + g - 1) / g;  // FSDP2 pads to ceil(P / G) per rank
+  if (g > 1) {
+    b.allgather_input_bytes = shard * 2;                     // bf16 parameters
+    b.reducescatter_input_bytes = shard * g * c.reduce_bytes;  // full gradients in the reduce dtype
+  } else {
+    b.allgathers = 0;  // unsharded: nothing is gathered
   }
-  const std::int64_t shard = (params + world - 1) / world;  // FSDP2 pads to ceil(P / w) per rank
-  b.allgather_input_bytes = shard * 2;                      // bf16 parameters
-  b.reducescatter_input_bytes = shard * world * 4;          // fp32 gradients (reduce in fp32)
+  if (b.replicas > 1) b.allreduce_bytes = (g > 1 ? shard : layer_params) * c.reduce_bytes;
   return b;
+}
+
+FsdpBytes fsdp_bytes(std::int64_t params, std::int64_t world) {
+  TrainingConfig c;
+  c.params = params;
+  c.world = std::max<std::int64_t>(1, world);
+  return fsdp_bytes(c);
 }
 
 double model_flops_per_gpu(const TrainingConfig& config) {
@@ -55,11 +78,51 @@ DurationNs fwd_bwd_compute_ns(const TrainingConfig& config) {
   return std::llround(seconds * 1e9);
 }
 
-FwdBwdResult fwd_bwd(const TrainingConfig& config, DurationNs fsdp_comm_ns) {
+FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   FwdBwdResult r;
   r.compute_ns = fwd_bwd_compute_ns(config);
-  r.fsdp_comm_ns = fsdp_comm_ns;
-  r.wall_ns = std::max(r.compute_ns, fsdp_comm_ns);
+  if (config.layers == 0) {  // whole-step bound: every collective hidden up to the compute
+    r.fsdp_comm_ns = 2 * layer.allgather_ns + layer.reducescatter_ns + layer.allreduce_ns;
+    r.replica_reduce_ns = layer.allreduce_ns;
+    r.wall_ns = std::max(r.compute_ns, r.fsdp_comm_ns);
+    r.fsdp_exposed_ns = r.wall_ns - r.compute_ns;
+    return r;
+  }
+  const std::int64_t L = config.layers;
+  // Forward 1/3, backward 2/3 of the compute, evenly per layer; the rounding remainder goes to
+  // the last backward layer so that the compute sums exactly.
+  const DurationNs fwd = r.compute_ns / 3 / L;
+  const DurationNs bwd = (r.compute_ns - fwd * L) / L;
+  const DurationNs last_bwd = r.compute_ns - fwd * L - bwd * (L - 1);
+  const DurationNs ag = layer.allgather_ns, reduce = layer.reducescatter_ns + layer.allreduce_ns;
+  DurationNs comm_free = 0, compute = 0;
+  // Forward: layer 0's all-gather first; layer i+1's is issued as layer i's forward starts.
+  DurationNs gathered = ag;  // when the current layer's parameters are there
+  comm_free = ag;
+  for (std::int64_t i = 0; i < L; ++i) {
+    const DurationNs start = std::max(compute, gathered);
+    if (i + 1 < L) {
+      gathered = std::max(comm_free, start) + ag;
+      comm_free = gathered;
+    }
+    compute = start + fwd;
+  }
+  // Backward, last layer first. The last layer is not resharded after its forward (FSDP2
+  // recipes keep it: it would be gathered again at once), so its backward starts at once; layer
+  // i−1's all-gather is issued as layer i's backward starts.
+  gathered = compute;
+  for (std::int64_t i = L - 1; i >= 0; --i) {
+    const DurationNs start = std::max(compute, gathered);
+    if (i > 0) {
+      gathered = std::max(comm_free, start) + ag;
+      comm_free = gathered;
+    }
+    compute = start + (i == 0 ? last_bwd : bwd);
+    comm_free = std::max(comm_free, compute) + reduce;  // this layer's gradients
+  }
+  r.fsdp_comm_ns = (2 * L - 1) * ag + L * reduce;
+  r.replica_reduce_ns = L * layer.allreduce_ns;
+  r.wall_ns = std::max(compute, comm_free);
   r.fsdp_exposed_ns = r.wall_ns - r.compute_ns;
   return r;
 }

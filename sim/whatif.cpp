@@ -89,6 +89,13 @@ nlohmann::json to_json(const WhatifConfig& c) {
   if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
   if (c.collective_hbm_slowdown) j["collective_hbm_slowdown"] = *c.collective_hbm_slowdown;
   if (c.host_ahead) j["host_ahead"] = true;
+  // Issue 17's keys, only where they differ from what earlier runs did (their hashes stay).
+  if (f.gpus_per_nvlink_domain != c.gpus_per_node) j["gpus_per_nvlink_domain"] = f.gpus_per_nvlink_domain;
+  if (f.network != topo::Network::infiniband) j["network"] = topo::to_string(f.network);
+  if (f.planes != 1) j["planes"] = f.planes;
+  if (c.shard_group > 0) j["shard_group"] = c.shard_group;
+  if (c.reduce_dtype != "fp32") j["reduce_dtype"] = c.reduce_dtype;
+  if (c.layers > 0) j["layers"] = c.layers;
   // Only when calibrated, so that the hashes of earlier runs stay what they were.
   if (c.alltoall_intra_efficiency != 1.0 || c.alltoall_inter_efficiency != 1.0 || c.alltoall_latency_us != 0.0) {
     j["alltoall_intra_efficiency"] = c.alltoall_intra_efficiency;
@@ -98,12 +105,46 @@ nlohmann::json to_json(const WhatifConfig& c) {
   return j;
 }
 
+namespace {
+
+// The fabric's GPUs per host in this study.
+int hosts_gpus(const WhatifStudy& s, const topo::FabricSpec& fabric) {
+  return s.gpus_per_node ? *s.gpus_per_node : fabric.gpus_per_host;
+}
+
+// Checks a world on a fabric: whole hosts, and whole NVLink domains unless it fits in one (the
+// step's closed forms and one-rank-stands-for-all need every domain alike).
+int nodes_of_world(std::int64_t world, const topo::FabricSpec& fabric, int gpn, const char* flag) {
+  if (world < 1 || world > 1'000'000 || world % gpn != 0) {
+    throw_bad_usage(flag, std::to_string(world),
+                    "a positive multiple of the GPUs per host (" + std::to_string(gpn) + " on " + fabric.name + ")");
+  }
+  const int domain = topo::with_gpus_per_host(fabric, gpn).gpus_per_nvlink_domain;
+  if (world > domain && world % domain != 0) {
+    throw_bad_usage(flag, std::to_string(world) + " GPUs on " + fabric.name,
+                    "a world within one " + std::to_string(domain) +
+                        "-GPU NVLink domain or of whole domains (a topology file with a smaller "
+                        "gpus_per_nvlink_domain models partly used racks, e.g. 64 of an NVL72's 72)");
+  }
+  return static_cast<int>(world / gpn);
+}
+
+void check_shard_group(std::int64_t g, std::int64_t world, int gpn) {
+  if (g == 0) return;
+  const std::string expected = "a divisor of the world (" + std::to_string(world) +
+                               ") that is whole hosts or divides a host (" + std::to_string(gpn) + " GPUs)";
+  if (g < 1 || world % g != 0 || (g % gpn != 0 && gpn % g != 0)) throw_bad_usage("--shard-group", std::to_string(g), expected);
+}
+
+}  // namespace
+
 std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   check_axis(s.scopes.empty(), "--scope");
   check_axis(s.fractions.empty(), "--fraction");
   check_axis(s.capacity_factors.empty(), "--capacity-factor");
-  check_axis(s.nodes.empty(), "--nodes");
+  check_axis(s.nodes.empty() && s.gpus.empty(), "--nodes");
   check_axis(s.fabrics.empty(), "--fabric");
+  if (!s.nodes.empty() && !s.gpus.empty()) throw UsageError("give one of --nodes N,.. or --gpus W,..");
   for (double f : s.fractions) {
     if (!(f > 0.0 && f <= 1.0)) throw_bad_usage("--fraction", shortest(f), "a number in (0, 1]");
   }
@@ -113,14 +154,36 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   for (auto n : s.nodes) {
     if (n < 1 || n > 1'000'000) throw_bad_usage("--nodes", std::to_string(n), "an integer in [1, 1000000]");
   }
-  const int gpn = s.base.gpus_per_node;
-  if (gpn < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpn), "a positive integer");
+  if (s.gpus_per_node && *s.gpus_per_node < 1) {
+    throw_bad_usage("--gpus-per-node", std::to_string(*s.gpus_per_node), "a positive integer");
+  }
   if (s.base.tokens_per_gpu < 1) {
     throw_bad_usage("--tokens-per-gpu", std::to_string(s.base.tokens_per_gpu), "a positive integer");
   }
-  if (s.base.fwd_bwd_ms.has_value() == s.base.mfu.has_value()) {
-    throw_bad_usage("--fwd-bwd-ms/--mfu", s.base.fwd_bwd_ms ? "both" : "neither", "exactly one of them");
+  for (auto t : s.tokens_per_gpus) {
+    if (t < 1) throw_bad_usage("--tokens-per-gpu", std::to_string(t), "a positive integer");
   }
+  for (auto t : s.global_batch_tokens) {
+    if (t < 1) throw_bad_usage("--global-batch-tokens", std::to_string(t), "a positive integer");
+  }
+  if (!s.tokens_per_gpus.empty() && !s.global_batch_tokens.empty()) {
+    throw UsageError("give one of --tokens-per-gpu and --global-batch-tokens");
+  }
+  const bool fwd_given = s.base.fwd_bwd_ms.has_value() || !s.fwd_bwd_mss.empty();
+  const bool mfu_given = s.base.mfu.has_value() || !s.mfus.empty();
+  if (fwd_given == mfu_given) {
+    throw_bad_usage("--fwd-bwd-ms/--mfu", fwd_given ? "both" : "neither", "exactly one of them");
+  }
+  for (double v : s.mfus) {
+    if (!(v > 0.0 && v <= 1.0)) throw_bad_usage("--mfu", shortest(v), "a fraction in (0, 1] (e.g. 0.45)");
+  }
+  for (double v : s.fwd_bwd_mss) {
+    if (!(v >= 0.0 && std::isfinite(v))) throw_bad_usage("--fwd-bwd-ms", shortest(v), "a finite number >= 0");
+  }
+  if (s.base.reduce_dtype != "fp32" && s.base.reduce_dtype != "bf16") {
+    throw_bad_usage("--reduce-dtype", s.base.reduce_dtype, "fp32 or bf16");
+  }
+  if (s.base.layers < 0) throw_bad_usage("--layers", std::to_string(s.base.layers), "an integer >= 1");
   if (!(s.base.host_launch_us >= 0.0)) {
     throw_bad_usage("--host-launch-us", shortest(s.base.host_launch_us), "a number >= 0");
   }
@@ -136,31 +199,68 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   }
   for (const auto& fabric : s.fabrics) {
     topo::validate(fabric, "--fabric " + fabric.name, true);
-    // Builds the smallest topology: throws when the GPUs per node do not fit the fabric (per-node
-    // leaves need gpus_per_node to divide leaf_radix).
-    (void)topo::Topology(fabric, 1, gpn);
+    // Builds the smallest topology: throws when the GPUs per host do not fit the fabric (per-host
+    // leaves need gpus_per_host to divide leaf_radix; a domain is whole hosts).
+    (void)topo::Topology(fabric, 1, hosts_gpus(s, fabric));
   }
+  // The axes with "the base's value" when empty.
+  const std::vector<std::int64_t> shard_groups = s.shard_groups.empty() ? std::vector<std::int64_t>{s.base.shard_group}
+                                                                        : s.shard_groups;
+  struct Compute {
+    std::optional<double> fwd_bwd_ms, mfu;
+  };
+  std::vector<Compute> computes;
+  for (double v : s.fwd_bwd_mss) computes.push_back({v, std::nullopt});
+  for (double v : s.mfus) computes.push_back({std::nullopt, v});
+  if (computes.empty()) computes.push_back({s.base.fwd_bwd_ms, s.base.mfu});
+  const bool global_batch = !s.global_batch_tokens.empty();
+  const std::vector<std::int64_t> tokens = global_batch                ? s.global_batch_tokens
+                                           : s.tokens_per_gpus.empty() ? std::vector<std::int64_t>{s.base.tokens_per_gpu}
+                                                                       : s.tokens_per_gpus;
   std::vector<WhatifConfig> out;
   for (const auto& fabric : s.fabrics) {
+    const int gpn = hosts_gpus(s, fabric);
+    std::vector<int> node_counts;
+    for (auto n : s.nodes) node_counts.push_back(nodes_of_world(n * gpn, fabric, gpn, "--nodes"));
+    for (auto w : s.gpus) node_counts.push_back(nodes_of_world(w, fabric, gpn, "--gpus"));
     for (auto scope : s.scopes) {
       for (double fraction : s.fractions) {
         const std::size_t capacities = scope == opt::Scope::global_capped ? s.capacity_factors.size() : 1;
         for (std::size_t ci = 0; ci < capacities; ++ci) {
-          for (auto nodes : s.nodes) {
-            WhatifConfig c = s.base;
-            c.scope = scope;
-            c.fraction = fraction;
-            c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
-            c.fabric = fabric;
-            c.nodes = static_cast<int>(nodes);
-            c.gpus_per_node = gpn;
-            if (!c.alltoall_algbw_GBps) {
-              if (const auto it = s.alltoall_algbw_GBps_by_world.find(c.world());
-                  it != s.alltoall_algbw_GBps_by_world.end()) {
-                c.alltoall_algbw_GBps = it->second;
+          for (auto shard : shard_groups) {
+            for (const auto& compute : computes) {
+              for (auto tok : tokens) {
+                for (auto nodes : node_counts) {
+                  WhatifConfig c = s.base;
+                  c.scope = scope;
+                  c.fraction = fraction;
+                  c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
+                  c.fabric = topo::with_gpus_per_host(fabric, gpn);
+                  c.nodes = nodes;
+                  c.gpus_per_node = gpn;
+                  c.fwd_bwd_ms = compute.fwd_bwd_ms;
+                  c.mfu = compute.mfu;
+                  check_shard_group(shard, c.world(), gpn);
+                  const bool fsdp_listed = std::find(shard_groups.begin(), shard_groups.end(), 0) != shard_groups.end();
+                  if (shard == c.world() && fsdp_listed) continue;  // the same configuration as 0 (FSDP)
+                  c.shard_group = shard == c.world() ? 0 : shard;  // a group of the whole world is FSDP
+                  if (global_batch) {
+                    if (tok % c.world() != 0) {
+                      throw_bad_usage("--global-batch-tokens", std::to_string(tok),
+                                      "a multiple of the world (" + std::to_string(c.world()) + " GPUs)");
+                    }
+                    c.tokens_per_gpu = tok / c.world();
+                  } else {
+                    c.tokens_per_gpu = tok;
+                  }
+                  const auto pinned = s.alltoall_algbw_GBps_by_world.find(c.shard_world());
+                  if (!c.alltoall_algbw_GBps && pinned != s.alltoall_algbw_GBps_by_world.end()) {
+                    c.alltoall_algbw_GBps = pinned->second;
+                  }
+                  out.push_back(std::move(c));
+                }
               }
             }
-            out.push_back(std::move(c));
           }
         }
       }
@@ -238,7 +338,7 @@ double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std
 
 opt::PlanConfig WhatifConfig::plan_config() const {
   opt::PlanConfig pc;
-  pc.world = world();
+  pc.world = shard_world();
   pc.scope = scope;
   pc.fraction = fraction;
   pc.capacity_factor = capacity_factor;
@@ -247,14 +347,46 @@ opt::PlanConfig WhatifConfig::plan_config() const {
   return pc;
 }
 
+namespace {
+
+// The fabric a shard group of `g` consecutive ranks sees: whole hosts, or part of one.
+struct SubFabric {
+  int nodes = 1, gpus_per_node = 1;
+};
+SubFabric shard_fabric(const WhatifConfig& c) {
+  const std::int64_t g = c.shard_world();
+  if (g % c.gpus_per_node == 0) return {static_cast<int>(g / c.gpus_per_node), c.gpus_per_node};
+  return {1, static_cast<int>(g)};  // part of a host (expand checked that g divides it)
+}
+
+// The replicas of one shard (the rank with the same shard index in every group) as a ring: inside
+// one NVLink domain when the whole world is, else every hop may leave the domain and the ring
+// runs at the NIC (the closed form's ring is bound by its slowest link).
+StepFabric replica_fabric(const WhatifConfig& c) {
+  const topo::FabricSpec spec = topo::with_gpus_per_host(c.fabric, c.gpus_per_node);
+  StepFabric f = step_fabric(spec, 1, 1);
+  const auto replicas = static_cast<int>(c.world() / c.shard_world());
+  const bool one_domain = c.world() <= spec.gpus_per_nvlink_domain;
+  f.nodes = one_domain ? 1 : replicas;
+  f.gpus_per_node = one_domain ? replicas : 1;
+  f.nodes_per_leaf = 1;
+  return f;
+}
+
+}  // namespace
+
 WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
   WhatifResult r;
   r.config = config;
   r.plan = opt::make_plan(inventory, config.plan_config());
 
-  const FabricCollectiveTimer fabric_timer(config.fabric, config.nodes, config.gpus_per_node,
-                                           config.alltoall_algbw_GBps);
-  const double a2a_efficiency = config.nodes > 1 ? config.alltoall_inter_efficiency : config.alltoall_intra_efficiency;
+  // The optimizer (and FSDP's shard-group collectives) on the shard group's own fabric: every
+  // group runs the same collectives at once on disjoint NVLink domains / NICs (exact on
+  // non-blocking fabrics; oversubscribed spines shared by the groups are not modelled).
+  const SubFabric sub = shard_fabric(config);
+  const FabricCollectiveTimer fabric_timer(config.fabric, sub.nodes, sub.gpus_per_node, config.alltoall_algbw_GBps);
+  const bool crosses_domains = config.shard_world() > topo::with_gpus_per_host(config.fabric, sub.gpus_per_node).gpus_per_nvlink_domain;
+  const double a2a_efficiency = crosses_domains ? config.alltoall_inter_efficiency : config.alltoall_intra_efficiency;
   if (!(a2a_efficiency > 0.0 && a2a_efficiency <= 1.0) || !(config.alltoall_latency_us >= 0.0)) {
     throw_bad_input("whatif", "all-to-all calibration",
                     shortest(a2a_efficiency) + ", " + shortest(config.alltoall_latency_us) + " us",
@@ -266,27 +398,39 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   StepProgramOptions options;
   options.host_launch_us = config.host_launch_us;
   options.host_ahead = config.host_ahead;
-  // Within one node the collectives ride NVLink and contend with memory-bound kernels for HBM;
-  // across nodes the NIC bounds them.
-  if (config.nodes == 1) options.collective_hbm_slowdown = config.collective_hbm_slowdown.value_or(1.0);
+  // Within one NVLink domain the collectives ride NVLink and contend with memory-bound kernels
+  // for HBM; across domains the NIC bounds them.
+  if (!crosses_domains) options.collective_hbm_slowdown = config.collective_hbm_slowdown.value_or(1.0);
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
 
   for (const auto& m : inventory.entries) {
     r.params += m.rows * m.cols * m.count;
   }
+  r.layers = config.layers > 0 ? config.layers : inventory.layers;  // 0: the whole-step bound
   TrainingConfig tc;
   tc.fwd_bwd_ms = config.fwd_bwd_ms;
   tc.mfu = config.mfu;
   tc.params = r.params;
   tc.tokens_per_gpu = config.tokens_per_gpu;
   tc.world = config.world();
+  tc.shard_group = config.shard_group;
+  tc.reduce_bytes = config.reduce_dtype == "bf16" ? 2 : 4;
+  tc.layers = r.layers;
   tc.peak_bf16_TFLOPs = kernels.config().hardware.peak_bf16_TFLOPs;
   validate(tc);
-  const FsdpBytes fb = fsdp_bytes(r.params, tc.world);
-  const DurationNs ag = timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
-  const DurationNs rs = timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
-                                       fb.reducescatter_input_bytes / std::max<std::int64_t>(1, tc.world)});
-  r.fwd_bwd = fwd_bwd(tc, fb.allgathers * ag + rs);
+  const FsdpBytes fb = fsdp_bytes(tc);
+  LayerCommNs layer;
+  layer.allgather_ns = timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
+  layer.reducescatter_ns = timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
+                                          fb.reducescatter_input_bytes / std::max<std::int64_t>(1, fb.shard_ranks)});
+  if (fb.replicas > 1) {
+    // Ring all-reduce = reduce-scatter + all-gather over the replicas.
+    const SymmetricFabricTimer replicas(replica_fabric(config));
+    const std::int64_t piece = (fb.allreduce_bytes + fb.replicas - 1) / fb.replicas;
+    layer.allreduce_ns = replicas.time_ns({StepCollective::reduce_scatter, fb.allreduce_bytes, piece}) +
+                         replicas.time_ns({StepCollective::all_gather, piece, piece});
+  }
+  r.fwd_bwd = fwd_bwd(tc, layer);
 
   // The critical path is the slowest rank's; a measured rank that arrived earlier waits in the
   // step's first collective (the one that starts first on the collective stream).
@@ -300,7 +444,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
                           .phases.at(static_cast<std::size_t>(first->phase))
                           .collective.kind;
     r.first_collective = kind == opt::CollectiveKind::all_to_all ? StepCollective::all_to_all : StepCollective::all_gather;
-    r.rank_wait_ns = expected_rank_wait_ns(config.rank_skew_ms.value_or(0.0), config.world());
+    r.rank_wait_ns = expected_rank_wait_ns(config.rank_skew_ms.value_or(0.0), config.shard_world());
   }
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
@@ -308,7 +452,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
     double deferred = 0.0, winners = 0.0;
     for (const auto& g : r.plan.groups) {
       const double group_winners = static_cast<double>(g.N) * static_cast<double>(g.k_tot);
-      deferred += predicted_deferral_fraction(g, config.fraction, config.world()) * group_winners;
+      deferred += predicted_deferral_fraction(g, config.fraction, config.shard_world()) * group_winners;
       winners += group_winners;
     }
     r.deferral_pct = winners > 0.0 ? 100.0 * deferred / winners : 0.0;
@@ -346,11 +490,17 @@ topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_
 }
 
 std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
-                                              const FabricOverrides& o, int gpus_per_node) {
+                                              const FabricOverrides& o, std::optional<int> gpus_per_node) {
   std::vector<topo::FabricSpec> out;
   const auto nics = nic_GBps.empty() ? std::vector<double>{} : parse_double_list(nic_GBps, "--nic-GBps");
   for (const auto& f : split_list(fabrics, "--fabric")) {
-    auto spec = resolve_fabric(f, gpus_per_node);
+    topo::FabricSpec spec;
+    if (gpus_per_node) {
+      spec = resolve_fabric(f, *gpus_per_node);
+    } else {
+      const bool is_file = f.find('/') != std::string::npos || f.ends_with(".toml");
+      spec = is_file ? topo::load_topology_file(f).spec : topo::preset(f, "--fabric");
+    }
     if (o.nvlink_GBps) spec.nvlink_GBps = *o.nvlink_GBps;
     if (o.oversubscription) spec.oversubscription = *o.oversubscription;
     if (o.latency_us) spec.nvlink_latency_us = spec.nic_latency_us = *o.latency_us;
@@ -364,36 +514,63 @@ std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const 
   return out;
 }
 
+namespace {
+
+std::vector<std::int64_t> int_list(const std::string& text, const char* flag) {
+  return text.empty() ? std::vector<std::int64_t>{} : parse_int_list(text, flag);
+}
+std::vector<double> double_list(const std::string& text, const char* flag) {
+  return text.empty() ? std::vector<double>{} : parse_double_list(text, flag);
+}
+
+}  // namespace
+
 WhatifStudy make_study(const WhatifOptions& o) {
   WhatifStudy study;
   auto& base = study.base;
   base.model = o.model;
   base.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
   base.ns = opt::parse_ns(o.ns, "--ns");
-  base.gpus_per_node = o.gpus_per_node;
-  base.tokens_per_gpu = o.tokens_per_gpu;
+  if (o.gpus_per_node) base.gpus_per_node = *o.gpus_per_node;
+  study.gpus_per_node = o.gpus_per_node;
   base.host_launch_us = o.host_launch_us;
   base.rank_skew_ms = o.rank_skew_ms;
   base.collective_hbm_slowdown = o.collective_hbm_slowdown;
   base.host_ahead = o.host_ahead;
-  base.fwd_bwd_ms = o.fwd_bwd_ms;
-  base.mfu = o.mfu;
+  study.fwd_bwd_mss = double_list(o.fwd_bwd_ms, "--fwd-bwd-ms");
+  study.mfus = double_list(o.mfu, "--mfu");
+  // The base holds the first value: a calibration fills fwd/bwd only where neither is given.
+  if (!study.fwd_bwd_mss.empty()) base.fwd_bwd_ms = study.fwd_bwd_mss.front();
+  if (!study.mfus.empty()) base.mfu = study.mfus.front();
   base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;
+  base.reduce_dtype = o.reduce_dtype;
+  if (o.layers) {
+    if (*o.layers < 1) throw_bad_usage("--layers", std::to_string(*o.layers), "an integer >= 1");
+    base.layers = *o.layers;
+  }
   for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));
   study.fractions = parse_double_list(o.fractions, "--fraction");
   for (const auto& c : split_list(o.capacities, "--capacity-factor")) {
     study.capacity_factors.push_back(opt::parse_capacity_factor(c, "--capacity-factor"));
   }
-  study.nodes = parse_int_list(o.nodes, "--nodes");
+  if (!o.nodes.empty() && !o.gpus.empty()) throw UsageError("give one of --nodes N,.. or --gpus W,..");
+  study.nodes = o.gpus.empty() ? parse_int_list(o.nodes.empty() ? "1" : o.nodes, "--nodes") : std::vector<std::int64_t>{};
+  study.gpus = int_list(o.gpus, "--gpus");
+  study.shard_groups = int_list(o.shard_group, "--shard-group");
+  study.global_batch_tokens = int_list(o.global_batch_tokens, "--global-batch-tokens");
+  if (study.global_batch_tokens.empty()) {
+    study.tokens_per_gpus = parse_int_list(o.tokens_per_gpu, "--tokens-per-gpu");
+    if (!study.tokens_per_gpus.empty()) base.tokens_per_gpu = study.tokens_per_gpus.front();
+  }
   study.fabrics = resolve_fabrics(o.fabrics, o.nic_GBps, o.overrides, o.gpus_per_node);
   return study;
 }
 
 std::string table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s", "fabric", "scope",
-                "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
-                "exposed_ms", "mfu%", "defer%");
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s %5s %8s", "fabric",
+                "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
+                "exposed_ms", "mfu%", "defer%", "shard", "tok/gpu");
   return buf;
 }
 
@@ -408,11 +585,12 @@ std::string table_row(const WhatifResult& r) {
     return std::string(b);
   }() : "-";
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s",
+  const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s %5s %8lld",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt_wall_seen_ns()), ms(r.opt.gpu_busy_ns),
                 r.gpu_idle_seen_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.a2a_seen_ns()),
-                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str());
+                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str(), shard.c_str(), static_cast<long long>(c.tokens_per_gpu));
   return buf;
 }
 

@@ -55,13 +55,24 @@ struct WhatifConfig {
   std::optional<double> fwd_bwd_ms;
   std::optional<double> mfu;
   std::int64_t tokens_per_gpu = 16384;
+  // HSDP: the optimizer's plan and collectives and the FSDP all-gathers / reduce-scatters run in
+  // shard groups of this many consecutive ranks; gradients are then all-reduced across the
+  // world / shard_group replicas. 0 = FSDP over the world.
+  std::int64_t shard_group = 0;
+  std::string reduce_dtype = "fp32";  // FSDP gradient reduction: fp32 | bf16
+  // FSDP units of the training step; 0 = the inventory's layers (none given: the whole-step
+  // bound of training_model.hpp).
+  std::int64_t layers = 0;
   double host_launch_us = 0.0;
   // The host issues the optimizer step while the GPU is still busy (steady-state training): the
   // launches cost host time (reported as opt_cpu_span_ms) but do not hold up the GPU. A
   // calibration's fitted host_launch_us applies this way; --host-launch-us alone blocks.
   bool host_ahead = false;
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
-  // The optimizer plan's configuration of this what-if (FSDP row shards, default dtypes).
+  // The optimizer's world: the shard group under HSDP, else the world.
+  [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world(); }
+  // The optimizer plan's configuration of this what-if (FSDP row shards over the shard world,
+  // default dtypes).
   [[nodiscard]] opt::PlanConfig plan_config() const;
 };
 
@@ -75,7 +86,15 @@ struct WhatifStudy {
   std::vector<double> fractions;
   std::vector<std::optional<double>> capacity_factors;  // apply to global_capped only
   std::vector<std::int64_t> nodes;
+  std::vector<std::int64_t> gpus;  // world sizes instead of nodes (each whole hosts of its fabric)
   std::vector<topo::FabricSpec> fabrics;
+  // GPUs per host for every fabric; nullopt = each fabric's own (8 on HGX, 4 on NVL72 trays).
+  std::optional<int> gpus_per_node;
+  // Further axes; empty = base's single value.
+  std::vector<std::int64_t> shard_groups;         // 0 = FSDP
+  std::vector<double> mfus, fwd_bwd_mss;          // at most one of them non-empty
+  std::vector<std::int64_t> tokens_per_gpus;
+  std::vector<std::int64_t> global_batch_tokens;  // instead of tokens_per_gpus: divided over the world
   // Measured all-to-all algbw by world size (a calibration): pins the all-to-alls of those
   // configurations unless base.alltoall_algbw_GBps pins all of them.
   std::map<std::int64_t, double> alltoall_algbw_GBps_by_world;
@@ -83,12 +102,16 @@ struct WhatifStudy {
 // Validates every axis and value before anything runs (UsageError naming the flag: an empty
 // axis, a fraction outside (0, 1], a capacity factor < 1, GPUs per node that do not divide the
 // fabric's leaf radix in the per-node layout, an invalid fabric …)
-// and returns the configurations in table order (fabric, scope, fraction, capacity, nodes).
+// a world that is not whole NVLink domains (nor within one), a shard group that does not divide
+// the world or split hosts evenly, a global batch the world does not divide …)
+// and returns the configurations in table order (fabric, scope, fraction, capacity, shard group,
+// compute, tokens, nodes / gpus).
 // Scopes other than global_capped take no capacity factor, so they appear once per fraction.
 [[nodiscard]] std::vector<WhatifConfig> expand(const WhatifStudy& study);
 
 struct WhatifResult {
   WhatifConfig config;
+  std::int64_t layers = 0;  // FSDP units the step was simulated with (0 = whole-step bound)
   opt::Plan plan;
   OptimizerStepResult opt;
   FwdBwdResult fwd_bwd;
@@ -127,19 +150,23 @@ struct WhatifResult {
 struct FabricOverrides {
   std::optional<double> nvlink_GBps, oversubscription, latency_us;
 };
+// gpus_per_node: nullopt = each fabric's own host size.
 [[nodiscard]] std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const std::string& nic_GBps,
-                                                            const FabricOverrides& overrides, int gpus_per_node);
+                                                            const FabricOverrides& overrides,
+                                                            std::optional<int> gpus_per_node);
 
 // The command line of `dionsim whatif` as given (lists as comma text), and the study it means.
 // make_study parses and validates every value (UsageError naming the flag) and resolves fabrics;
 // expand() then checks the cross product.
 struct WhatifOptions {
   std::string model, optimizer = "nordion2", ns = "gram", scopes = "local,global,global_capped";
-  std::string fractions = "0.25", capacities = "auto", nodes = "1", fabrics = "h100-ndr400", nic_GBps;
+  std::string fractions = "0.25", capacities = "auto", nodes, gpus, fabrics = "h100-ndr400", nic_GBps;
   FabricOverrides overrides;
-  int gpus_per_node = 8;
-  std::optional<double> fwd_bwd_ms, mfu, alltoall_algbw_GBps;
-  std::int64_t tokens_per_gpu = 16384;
+  std::optional<int> gpus_per_node;  // nullopt = each fabric's host size
+  std::string fwd_bwd_ms, mfu;       // lists; "" = not given
+  std::optional<double> alltoall_algbw_GBps;
+  std::string tokens_per_gpu = "16384", global_batch_tokens, shard_group, reduce_dtype = "fp32";
+  std::optional<std::int64_t> layers;  // overrides the inventory's
   double host_launch_us = 0.0;
   bool host_ahead = false;
   std::optional<double> rank_skew_ms, collective_hbm_slowdown;

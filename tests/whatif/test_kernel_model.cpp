@@ -92,3 +92,38 @@ TEST_CASE("a measured GEMM timing becomes an anchor", "[kernel_model]") {
   const GemmEfficiency eff({a, b}, 989.4);
   CHECK(eff.at_flops(2.0 * 8192.0 * 8192 * 8192) == Approx(775.4 / 989.4));
 }
+
+TEST_CASE("GPU presets: the datasheet figures, and GPU files for any other GPU", "[kernel_model]") {
+  CHECK(hardware_preset_names() == std::vector<std::string>{"a100-sxm", "h100-sxm", "h200", "b200", "b300", "gb200", "gb300"});
+  for (const auto& name : hardware_preset_names()) {
+    INFO(name);
+    const auto hw = hardware_preset(name, "--hardware");
+    validate(hw, name);
+    CHECK(hw.hbm_GB > 0);
+    CHECK(hw.power_W > 0);
+    CHECK(hw.nvlink_GBps == (hw.nvlink_generation == 3 ? 300 : hw.nvlink_generation == 4 ? 450 : 900));
+  }
+  CHECK(hardware_preset("b200", "x").peak_bf16_TFLOPs == 2250.0);  // 36 PFLOP/s sparse / 8 / 2
+  CHECK(hardware_preset("gb200", "x").peak_bf16_TFLOPs == 2500.0);  // 360 PFLOP/s sparse / 72 / 2
+  CHECK(hardware_preset("a100-sxm", "x").hbm_GBps == 2039.0);
+  CHECK_THROWS_WITH(hardware_preset("h300", "--hardware"),
+                    Catch::Contains("--hardware: got 'h300', expected one of a100-sxm, h100-sxm, h200, b200, b300, gb200, gb300"));
+  const auto file = parse_hardware("base = \"b200\"\npower_W = 700\n", "b200-700W.toml");
+  CHECK(file.name == "b200-700W.toml");
+  CHECK(file.peak_bf16_TFLOPs == 2250.0);
+  CHECK(file.power_W == 700.0);
+  const auto fresh = parse_hardware("name = \"x\"\npeak_bf16_TFLOPs = 100\nhbm_GBps = 1000\nhbm_GB = 16\n", "x.toml");
+  CHECK(fresh.hbm_efficiency == Approx(0.907));
+  const auto fails = [](const std::string& text, const std::string& expected) {
+    INFO(text);
+    CHECK_THROWS_AS(parse_hardware(text, "g.toml"), InputError);
+    CHECK_THROWS_WITH(parse_hardware(text, "g.toml"), Catch::Contains(expected));
+  };
+  fails("name = \"x\"\npeak_bf16_TFLOPs = 100\nhbm_GBps = 1000\n", "g.toml: hbm_GB: got '(missing)'");
+  fails("base = \"h200\"\nhbm_GBps = -1\n", "g.toml:2: hbm_GBps: got '-1', expected a positive number");
+  fails("base = \"h200\"\npeak_bf16_TFLOPs = nan\n", "g.toml:2: peak_bf16_TFLOPs: got 'nan', expected a finite number");
+  fails("base = \"h200\"\nhbm_efficiency = 1.5\n", "g.toml:2: hbm_efficiency: got '1.5', expected a number in (0, 1]");
+  fails("base = \"h200\"\nhbm_gbps = 1\n", "g.toml:2: hbm_gbps: got '1', expected no such key");
+  fails("base = \"h900\"\n", "g.toml:1: base: got 'h900', expected one of a100-sxm");
+  CHECK_THROWS_AS(resolve_hardware("/nonexistent/gpu.toml", "--hardware"), IoError);
+}

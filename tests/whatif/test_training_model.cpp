@@ -46,15 +46,57 @@ TEST_CASE("FSDP bytes per rank", "[training_model]") {
   CHECK(one.reducescatter_input_bytes == 0);
 }
 
-TEST_CASE("FSDP comm is exposed only beyond the compute", "[training_model]") {
+TEST_CASE("per-layer overlap: only the first all-gather and the last reduction are exposed", "[training_model]") {
   auto c = seed_config(8);
-  c.fwd_bwd_ms = 100.0;
-  auto hidden = fwd_bwd(c, 80'000'000);
-  CHECK(hidden.wall_ns == 100'000'000);
-  CHECK(hidden.fsdp_exposed_ns == 0);
-  auto exposed = fwd_bwd(c, 130'000'000);
-  CHECK(exposed.wall_ns == 130'000'000);
-  CHECK(exposed.fsdp_exposed_ns == 30'000'000);
+  c.fwd_bwd_ms = 120.0;  // forward 10 ms, backward 20 ms per layer
+  c.layers = 4;
+  // comm under the compute: exposed = layer 0's all-gather before the first forward + layer 0's
+  // reduction after the last backward
+  auto hidden = fwd_bwd(c, {5'000'000, 6'000'000, 2'000'000});
+  CHECK(hidden.wall_ns == 5'000'000 + 120'000'000 + 8'000'000);
+  CHECK(hidden.fsdp_exposed_ns == 13'000'000);
+  CHECK(hidden.fsdp_comm_ns == 7 * 5'000'000 + 4 * 8'000'000);  // 2L-1 all-gathers, L reductions
+  CHECK(hidden.replica_reduce_ns == 4 * 2'000'000);
+  // comm-bound: 30 ms all-gathers (by hand: forward gathers at 30, 60, 90, 120; F3 120-130;
+  // B3 130-150; backward gathers 130-160, 160-190, 190-220; B2 160-180, B1 190-210, B0 220-240)
+  auto bound = fwd_bwd(c, {30'000'000, 0, 0});
+  CHECK(bound.wall_ns == 240'000'000);
+  CHECK(bound.fsdp_exposed_ns == 120'000'000);
+  // one layer: nothing overlaps
+  c.layers = 1;
+  CHECK(fwd_bwd(c, {5'000'000, 8'000'000, 0}).wall_ns == 5'000'000 + 120'000'000 + 8'000'000);
+  // no layers given: the whole-step bound max(compute, 2 all-gathers + reductions)
+  c.layers = 0;
+  CHECK(fwd_bwd(c, {5'000'000, 8'000'000, 0}).wall_ns == 120'000'000);
+  CHECK(fwd_bwd(c, {50'000'000, 30'000'000, 0}).wall_ns == 130'000'000);
+  CHECK(fwd_bwd(c, {50'000'000, 30'000'000, 0}).fsdp_exposed_ns == 10'000'000);
+}
+
+TEST_CASE("HSDP bytes: shard group G, replicas world / G, reduce dtype", "[training_model]") {
+  auto c = seed_config(1024);
+  c.params = 8000;
+  c.layers = 2;           // 4000 parameters per layer
+  c.shard_group = 8;      // 500 per rank
+  c.reduce_bytes = 2;     // bf16
+  const auto b = fsdp_bytes(c);
+  CHECK(b.shard_ranks == 8);
+  CHECK(b.replicas == 128);
+  CHECK(b.allgather_input_bytes == 1000);
+  CHECK(b.reducescatter_input_bytes == 500 * 8 * 2);
+  CHECK(b.allreduce_bytes == 500 * 2);
+  c.shard_group = 0;  // FSDP over 1024, fp32
+  c.reduce_bytes = 4;
+  const auto f = fsdp_bytes(c);
+  CHECK(f.replicas == 1);
+  CHECK(f.allreduce_bytes == 0);
+  CHECK(f.reducescatter_input_bytes == 4 * 1024 * 4);  // ceil(4000/1024) = 4
+  c.shard_group = 1;  // DDP: every rank holds everything, gradients all-reduced
+  const auto ddp = fsdp_bytes(c);
+  CHECK(ddp.allgathers == 0);
+  CHECK(ddp.allreduce_bytes == 4000 * 4);
+  c.shard_group = 3;
+  c.mfu = 0.5;
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("--shard-group: got '3', expected a divisor of the world (1024 GPUs)"));
 }
 
 TEST_CASE("training config validation", "[training_model]") {

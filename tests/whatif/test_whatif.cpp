@@ -24,7 +24,7 @@ WhatifStudy seed_study() {
   WhatifStudy s;
   s.base.model = "seed-5120x8";
   s.base.fwd_bwd_ms = 450.0;
-  s.base.gpus_per_node = 8;
+  s.gpus_per_node = 8;
   s.scopes = {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped};
   s.fractions = {0.25};
   s.capacity_factors = {std::nullopt};
@@ -56,7 +56,7 @@ TEST_CASE("whatif: a2a payload equals the plan's, in every configuration", "[wha
   study.scopes = {opt::Scope::global_capped};
   study.capacity_factors = {std::nullopt};
   study.nodes = {2};
-  study.base.gpus_per_node = 4;
+  study.gpus_per_node = 4;
   const auto r = run_whatif(expand(study).front(), inventory, model);
   CHECK(static_cast<double>(r.plan.a2a_payload_bytes) / 1e6 == Approx(360.61).margin(0.01));
 }
@@ -205,7 +205,7 @@ TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
   // per-node leaves of 32 ports cannot take nodes of 6 GPUs
   auto odd = seed_study();
   odd.fabrics = {topo::preset("p5-efa")};
-  odd.base.gpus_per_node = 6;
+  odd.gpus_per_node = 6;
   CHECK_THROWS_AS(expand(odd), UsageError);
   auto bad_fraction = seed_study();
   bad_fraction.fractions = {0.0};
