@@ -26,6 +26,7 @@ FabricSpec resolve_fabric(const FabricChoice& c, int gpus_per_node) {
     if (!(*c.nvlink_GBps > 0)) throw_bad_usage("--nvlink-GBps", std::to_string(*c.nvlink_GBps), "a positive number of GB/s");
     if (!(*c.nic_GBps > 0)) throw_bad_usage("--nic-GBps", std::to_string(*c.nic_GBps), "a positive number of GB/s");
     spec.name = "custom";
+    spec.gpus_per_host = spec.gpus_per_nvlink_domain = gpus_per_node;  // HGX-like: the host is the domain
     spec.nvlink_GBps = *c.nvlink_GBps;
     spec.nic_GBps = *c.nic_GBps;
   }
@@ -39,6 +40,8 @@ FabricSpec resolve_fabric(const FabricChoice& c, int gpus_per_node) {
     if (!(*c.latency_us >= 0)) throw_bad_usage("--latency-us", std::to_string(*c.latency_us), "a number >= 0");
     spec.nvlink_latency_us = spec.nic_latency_us = *c.latency_us;
   }
+  if (gpus_per_node < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node), "an integer >= 1");
+  spec = with_gpus_per_host(spec, gpus_per_node);
   validate(spec, spec.name, true);
   return spec;
 }

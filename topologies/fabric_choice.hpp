@@ -18,7 +18,9 @@ struct FabricChoice {
   std::optional<double> latency_us;          // --latency-us (NVLink and network; overrides)
 };
 
-// Validated spec; UsageError for bad flags (naming them), InputError for a bad file.
+// Validated spec with hosts of `gpus_per_node` GPUs (with_gpus_per_host: an HGX domain follows
+// the host, an NVL72 domain keeps its 72); UsageError for bad flags (naming them), InputError for
+// a bad file.
 // A custom fabric (bandwidths only) is rail-optimized with 32-port leaves, efficiency 1 and
 // latency 0 unless overridden.
 [[nodiscard]] FabricSpec resolve_fabric(const FabricChoice& choice, int gpus_per_node);

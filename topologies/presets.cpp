@@ -1,6 +1,6 @@
-// Built-in fabric presets. Bandwidths are vendor figures per GPU and per direction; latencies
-// and efficiencies are the per-fabric parameters calibration pins (`dionsim calibrate`); the
-// defaults below and where they come from are listed in docs/simulator.md.
+// Built-in fabric presets. Bandwidths are vendor figures per GPU and per direction (GB = 1e9 B);
+// latencies and efficiencies are the per-fabric parameters calibration pins (`dionsim calibrate`).
+// Every figure's public source is in docs/simulator.md ("Presets"); the comments below say which.
 #include <map>
 
 #include "common/error.hpp"
@@ -9,53 +9,107 @@
 namespace dionsim::topo {
 namespace {
 
-// NVLink 4 (H100/H200 SXM): 18 links x 25 GB/s = 450 GB/s per direction per GPU (NVIDIA H100
-// datasheet: "900 GB/s" bidirectional). Latency and efficiency: the fit of the 2 x H200 NCCL
-// all-to-all at 8 and 64 MiB in ../shared/data/h200-anchors.csv (60.0 us, 0.666; see
-// docs/simulator.md, "Against measurement", and tests/sim/test_anchors.cpp).
-FabricSpec nvlink4(std::string name) {
+// --- NVLink domains ---------------------------------------------------------------------------
+// Latency and efficiency: the fit of the 2 x H200 NCCL all-to-all at 8 and 64 MiB in
+// ../shared/data/h200-anchors.csv (60.0 us, 0.666; docs/simulator.md "Against measurement",
+// tests/sim/test_anchors.cpp). The only NVLink measurement dionsim has; NVLink 3 and 5 domains
+// carry it over until they have their own.
+FabricSpec nvlink(std::string name, int generation, double GBps, int gpus_per_host, int gpus_per_domain) {
   FabricSpec s;
   s.name = std::move(name);
-  s.nvlink_GBps = 450;
+  s.gpus_per_host = gpus_per_host;
+  s.gpus_per_nvlink_domain = gpus_per_domain;
+  s.nvlink_generation = generation;
+  s.nvlink_GBps = GBps;
   s.nvlink_latency_us = 60;
   s.nvlink_efficiency = 0.666;
   return s;
 }
+// NVLink 3 (A100 SXM4): 12 links, 600 GB/s bidirectional = 300 GB/s per direction (A100 datasheet).
+FabricSpec hgx_a100(std::string name) { return nvlink(std::move(name), 3, 300, 8, 8); }
+// NVLink 4 (H100/H200 SXM): 18 links, 900 GB/s bidirectional = 450 per direction (H100/H200 datasheets).
+FabricSpec hgx_h100(std::string name) { return nvlink(std::move(name), 4, 450, 8, 8); }
+// NVLink 5 (B200/B300): 18 links, 1.8 TB/s bidirectional = 900 per direction (HGX B200/B300 pages).
+FabricSpec hgx_b200(std::string name) { return nvlink(std::move(name), 5, 900, 8, 8); }
+// GB200/GB300 NVL72: 72 GPUs on one NVLink 5 fabric (18 compute trays of 4 GPUs, 9 NVLink switch
+// trays; "130 TB/s" = 72 x 1.8 TB/s), NVIDIA GB200/GB300 NVL72 pages.
+FabricSpec nvl72(std::string name) { return nvlink(std::move(name), 5, 900, 4, 72); }
 
-// InfiniBand NDR400: one ConnectX-7 400 Gb/s = 50 GB/s per GPU (DGX H100/H200 reference
-// architecture), rail-optimized, Quantum-2 leaves with 32 ports down and 32 up (non-blocking).
-// Latency/efficiency: not measured here; 10 us per NCCL message and 0.9 of line rate are the
-// usual nccl-tests orders of magnitude, to be replaced by calibration.
-FabricSpec ndr400(FabricSpec s) {
-  s.nic_GBps = 50;
-  s.nic_latency_us = 10;
-  s.nic_efficiency = 0.9;
-  s.layout = Layout::rail;
-  s.leaf_radix = 32;
+// --- Scale-out networks -----------------------------------------------------------------------
+// Latency and efficiency of the networks: nothing measured here yet. 10 us per NCCL message and
+// 0.9 of line rate for InfiniBand, 12 us / 0.85 for RoCE, 20 us / 0.75 for EFA (SRD has higher
+// latency and reaches less of line rate) are assumptions of the right order, present so that
+// calibration has a parameter to pin.
+FabricSpec net(FabricSpec s, Network network, std::string nic, double nic_GBps, Layout layout, int leaf_radix,
+               int planes = 1) {
+  s.network = network;
+  s.nic = std::move(nic);
+  s.nic_GBps = nic_GBps;
+  switch (network) {
+    case Network::infiniband: s.nic_latency_us = 10, s.nic_efficiency = 0.9; break;
+    case Network::roce: s.nic_latency_us = 12, s.nic_efficiency = 0.85; break;
+    case Network::efa: s.nic_latency_us = 20, s.nic_efficiency = 0.75; break;
+  }
+  s.layout = layout;
+  s.leaf_radix = leaf_radix;
+  s.planes = planes;
   s.oversubscription = 1;
   return s;
 }
-
-// AWS EFA on p5 (H100) and p5en (H200): 3200 Gb/s per instance over 8 GPUs = 400 Gb/s = 50 GB/s
-// per GPU (AWS instance-type pages). SRD adds latency and achieves less of line rate than IB;
-// 20 us and 0.75 are assumptions to be replaced by calibration. Leaves take whole nodes.
-FabricSpec efa(FabricSpec s) {
-  s.nic_GBps = 50;
-  s.nic_latency_us = 20;
-  s.nic_efficiency = 0.75;
-  s.layout = Layout::node;
-  s.leaf_radix = 32;
-  s.oversubscription = 1;
-  return s;
+// InfiniBand HDR: ConnectX-6 200 Gb/s = 25 GB/s per GPU, one per GPU (DGX A100); rail-optimized
+// as the DGX A100 SuperPOD: Quantum QM8700 (40 HDR ports) leaves with 20 down / 20 up.
+FabricSpec hdr200(FabricSpec s) { return net(std::move(s), Network::infiniband, "ConnectX-6 HDR 200 Gb/s", 25, Layout::rail, 20); }
+// InfiniBand NDR: ConnectX-7 400 Gb/s = 50 GB/s per GPU (DGX H100/H200/B200, GB200 compute tray);
+// rail-optimized, Quantum-2 QM9700 (64 NDR ports) leaves with 32 down / 32 up (non-blocking).
+FabricSpec ndr400(FabricSpec s, std::string nic = "ConnectX-7 NDR 400 Gb/s") {
+  return net(std::move(s), Network::infiniband, std::move(nic), 50, Layout::rail, 32);
+}
+// InfiniBand XDR: ConnectX-8 800 Gb/s = 100 GB/s per GPU; Quantum-X800 Q3400 (144 XDR ports)
+// leaves with 72 down / 72 up. With planes = 2 the NIC's 800 Gb/s runs as 2 x 400 Gb/s on two
+// identical planes whose switches split their 800G ports in two (assumed: 144 down / 144 up).
+FabricSpec xdr800(FabricSpec s, int planes = 1) {
+  return net(std::move(s), Network::infiniband, "ConnectX-8 XDR 800 Gb/s", 100, Layout::rail, 72 * planes, planes);
+}
+// RoCE / Spectrum-X at 400 Gb/s per GPU (BlueField-3 or ConnectX-7 SuperNIC), rail-optimized,
+// Spectrum-4 SN5600 leaves (64 x 800G = 128 x 400G ports): 64 down / 64 up.
+FabricSpec roce400(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE 400 Gb/s (Spectrum-X)", 50, Layout::rail, 64); }
+// RoCE at 2 x 100 Gb/s per GPU: OCI BM.GPU.B4.8 / GM4 (16 x 100 Gb/s per 8-GPU host = 25 GB/s per
+// GPU). OCI does not publish the leaf layout: whole hosts per leaf, 32 GPU ports (4 hosts), assumed.
+FabricSpec roce100(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE 2 x 100 Gb/s", 25, Layout::node, 32); }
+// AWS EFA: per-instance bandwidth over 8 GPUs (AWS instance-type pages): p4d 400 Gb/s = 6.25 GB/s
+// per GPU (EFA v1, 4 x 100G), p5 3200 Gb/s = 50 GB/s (EFA v2, 32 x 100G), p5en 3200 Gb/s = 50 GB/s
+// (EFA v3, 16 x 200G). AWS does not publish its leaf layout: whole instances per leaf, 32 GPU
+// ports (4 instances), assumed.
+FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps) {
+  return net(std::move(s), Network::efa, std::move(nic), nic_GBps, Layout::node, 32);
 }
 
 const std::map<std::string, FabricSpec>& table() {
-  static const std::map<std::string, FabricSpec> presets = {
-      {"h100-ndr400", ndr400(nvlink4("h100-ndr400"))},
-      {"h200-ndr400", ndr400(nvlink4("h200-ndr400"))},
-      {"p5-efa", efa(nvlink4("p5-efa"))},
-      {"p5en-efa", efa(nvlink4("p5en-efa"))},
-  };
+  static const std::map<std::string, FabricSpec> presets = [] {
+    std::map<std::string, FabricSpec> m;
+    const auto add = [&m](FabricSpec s) { m.emplace(s.name, std::move(s)); };
+    add(hdr200(hgx_a100("a100-hdr200")));
+    add(roce100(hgx_a100("a100-roce100")));
+    add(ndr400(hgx_h100("h100-ndr400")));
+    add(roce400(hgx_h100("h100-roce400")));
+    add(ndr400(hgx_h100("h200-ndr400")));
+    add(ndr400(hgx_b200("b200-ndr400")));
+    add(roce400(hgx_b200("b200-roce400")));
+    add(xdr800(hgx_b200("b200-xdr800")));
+    add(ndr400(hgx_b200("b300-ndr400"), "ConnectX-8 at 400 Gb/s (NDR)"));
+    add(xdr800(hgx_b200("b300-xdr800")));
+    add(xdr800(hgx_b200("b300-xdr800-2plane"), 2));
+    // NVL72 racks: one 400 Gb/s NIC per GPU by default (GB200 compute trays carry 4 x ConnectX-7);
+    // --nic-GBps or a topology file override it. GB300's reference tray has ConnectX-8 at 800 Gb/s:
+    // gb300-nvl72-xdr800.
+    add(ndr400(nvl72("gb200-nvl72")));
+    add(ndr400(nvl72("gb300-nvl72"), "400 Gb/s per GPU (default; ConnectX-8 runs 800: gb300-nvl72-xdr800)"));
+    add(xdr800(nvl72("gb300-nvl72-xdr800")));
+    add(efa(hgx_a100("p4d-efa"), "EFA v1, 4 x 100 Gb/s per instance", 6.25));
+    add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50));
+    add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50));
+    return m;
+  }();
   return presets;
 }
 

@@ -1,5 +1,6 @@
 #include "topologies/topology.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <ostream>
 #include <sstream>
@@ -37,51 +38,90 @@ const char* to_string(LinkKind kind) {
 
 const char* to_string(Layout layout) { return layout == Layout::rail ? "rail" : "node"; }
 
+const char* to_string(Network network) {
+  switch (network) {
+    case Network::infiniband: return "infiniband";
+    case Network::roce: return "roce";
+    case Network::efa: return "efa";
+  }
+  return "?";
+}
+
+std::string describe(const FabricSpec& s) {
+  std::ostringstream o;
+  o << s.name << ": " << s.gpus_per_host << " GPUs per host, " << s.gpus_per_nvlink_domain
+    << " per NVLink domain (NVLink " << s.nvlink_generation << ", " << s.nvlink_GBps << " GB/s per GPU), "
+    << to_string(s.network) << ' ' << s.nic_GBps << " GB/s per GPU" << (s.nic.empty() ? "" : " (" + s.nic + ")")
+    << ", " << to_string(s.layout) << ", " << s.leaf_radix << "-port leaves, " << s.planes << " plane"
+    << (s.planes == 1 ? "" : "s") << ", oversubscription " << s.oversubscription;
+  return o.str();
+}
+
+FabricSpec with_gpus_per_host(FabricSpec spec, int gpus_per_host) {
+  if (gpus_per_host < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_host), "an integer >= 1");
+  if (spec.gpus_per_nvlink_domain == spec.gpus_per_host) spec.gpus_per_nvlink_domain = gpus_per_host;
+  spec.gpus_per_host = gpus_per_host;
+  return spec;
+}
+
 void validate(const FabricSpec& s, const std::string& where, bool usage) {
   const auto positive = [](double v) { return std::isfinite(v) && v > 0; };
   const auto fraction = [](double v) { return std::isfinite(v) && v > 0 && v <= 1; };
   const auto nonneg = [](double v) { return std::isfinite(v) && v >= 0; };
-  check(positive(s.nvlink_GBps), where, "nvlink_GBps", s.nvlink_GBps, "a positive number of GB/s", usage);
-  check(positive(s.nic_GBps), where, "nic_GBps", s.nic_GBps, "a positive number of GB/s", usage);
-  check(nonneg(s.nvlink_latency_us), where, "nvlink_latency_us", s.nvlink_latency_us, "a number >= 0", usage);
-  check(nonneg(s.nic_latency_us), where, "nic_latency_us", s.nic_latency_us, "a number >= 0", usage);
+  check(s.gpus_per_host >= 1, where, "gpus_per_host", s.gpus_per_host, "an integer >= 1", usage);
+  check(s.gpus_per_nvlink_domain >= s.gpus_per_host, where, "gpus_per_nvlink_domain", s.gpus_per_nvlink_domain,
+        ("an integer >= gpus_per_host (" + std::to_string(s.gpus_per_host) + "): a host is never larger than its NVLink domain").c_str(),
+        usage);
+  check(s.gpus_per_nvlink_domain % s.gpus_per_host == 0, where, "gpus_per_nvlink_domain", s.gpus_per_nvlink_domain,
+        ("a multiple of gpus_per_host (" + std::to_string(s.gpus_per_host) + "): a domain is whole hosts").c_str(), usage);
+  check(s.nvlink_generation >= 1 && s.nvlink_generation <= 9, where, "nvlink_generation", s.nvlink_generation,
+        "an NVLink generation in [1, 9]", usage);
+  check(positive(s.nvlink_GBps), where, "nvlink_GBps", s.nvlink_GBps, "a positive finite number of GB/s", usage);
+  check(positive(s.nic_GBps), where, "nic_GBps", s.nic_GBps, "a positive finite number of GB/s", usage);
+  check(nonneg(s.nvlink_latency_us), where, "nvlink_latency_us", s.nvlink_latency_us, "a finite number >= 0", usage);
+  check(nonneg(s.nic_latency_us), where, "nic_latency_us", s.nic_latency_us, "a finite number >= 0", usage);
   check(fraction(s.nvlink_efficiency), where, "nvlink_efficiency", s.nvlink_efficiency, "a number in (0, 1]", usage);
   check(fraction(s.nic_efficiency), where, "nic_efficiency", s.nic_efficiency, "a number in (0, 1]", usage);
+  check(s.planes >= 1 && s.planes <= 64, where, "planes", s.planes, "an integer in [1, 64]", usage);
   check(s.leaf_radix >= 1, where, "leaf_radix", s.leaf_radix, "an integer >= 1", usage);
   check(std::isfinite(s.oversubscription) && s.oversubscription >= 1, where, "oversubscription",
-        s.oversubscription, "a number >= 1 (1 = non-blocking)", usage);
+        s.oversubscription, "a finite number >= 1 (1 = non-blocking)", usage);
+  if (s.layout == Layout::node) {
+    check(s.leaf_radix % s.gpus_per_host == 0, where, "leaf_radix", s.leaf_radix,
+          ("a multiple of the GPUs per host (" + std::to_string(s.gpus_per_host) + ") with layout 'node'").c_str(),
+          usage);
+  }
 }
 
 Topology::Topology(const FabricSpec& spec, int nodes, int gpus_per_node)
-    : spec_(spec), nodes_(nodes), gpus_per_node_(gpus_per_node) {
-  if (nodes < 1) throw_bad_usage("--nodes", std::to_string(nodes), "an integer >= 1");
-  if (gpus_per_node < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node), "an integer >= 1");
+    : Topology(with_gpus_per_host(spec, gpus_per_node), nodes) {}
+
+Topology::Topology(const FabricSpec& spec, int hosts) : spec_(spec), hosts_(hosts) {
+  if (hosts < 1) throw_bad_usage("--nodes", std::to_string(hosts), "an integer >= 1");
   validate(spec, spec.name, true);
+  const int g = spec.gpus_per_host;
   if (spec.layout == Layout::rail) {
-    nodes_per_leaf_ = spec.leaf_radix;  // one port per node on each rail leaf
-    leaves_ = (nodes + nodes_per_leaf_ - 1) / nodes_per_leaf_ * gpus_per_node;
+    nodes_per_leaf_ = spec.leaf_radix;  // one port per host on each rail leaf
+    leaves_ = (hosts + nodes_per_leaf_ - 1) / nodes_per_leaf_ * g;
   } else {
-    if (spec.leaf_radix % gpus_per_node != 0) {
-      throw_bad_usage("leaf_radix", std::to_string(spec.leaf_radix),
-                      "a multiple of --gpus-per-node (" + std::to_string(gpus_per_node) + ") with layout 'node'");
-    }
-    nodes_per_leaf_ = spec.leaf_radix / gpus_per_node;
-    leaves_ = (nodes + nodes_per_leaf_ - 1) / nodes_per_leaf_;
+    nodes_per_leaf_ = spec.leaf_radix / g;
+    leaves_ = (hosts + nodes_per_leaf_ - 1) / nodes_per_leaf_;
   }
   const int w = ranks();
+  domains_ = (w + spec.gpus_per_nvlink_domain - 1) / spec.gpus_per_nvlink_domain;
   for (int r = 0; r < w; ++r) boost::add_vertex(VertexProps{VertexKind::gpu, r}, graph_);
-  for (int n = 0; n < nodes; ++n) boost::add_vertex(VertexProps{VertexKind::nvswitch, n}, graph_);
+  for (int d = 0; d < domains_; ++d) boost::add_vertex(VertexProps{VertexKind::nvswitch, d}, graph_);
   for (int l = 0; l < leaves_; ++l) boost::add_vertex(VertexProps{VertexKind::leaf, l}, graph_);
   const std::size_t spine = boost::add_vertex(VertexProps{VertexKind::spine, 0}, graph_);
-  const auto switch_v = [&](int n) { return static_cast<std::size_t>(w + n); };
-  const auto leaf_v = [&](int l) { return static_cast<std::size_t>(w + nodes + l); };
+  const auto switch_v = [&](int d) { return static_cast<std::size_t>(w + d); };
+  const auto leaf_v = [&](int l) { return static_cast<std::size_t>(w + domains_ + l); };
 
   const double nvlink = spec.nvlink_GBps * 1e9 * spec.nvlink_efficiency;
   const double nic = spec.nic_GBps * 1e9 * spec.nic_efficiency;
   const double uplink = nic * spec.leaf_radix / spec.oversubscription;
   for (int r = 0; r < w; ++r) {
-    nvlink_up_.push_back(add_link(r, switch_v(node_of(r)), LinkKind::nvlink_up, nvlink));
-    nvlink_down_.push_back(add_link(switch_v(node_of(r)), r, LinkKind::nvlink_down, nvlink));
+    nvlink_up_.push_back(add_link(r, switch_v(domain_of(r)), LinkKind::nvlink_up, nvlink));
+    nvlink_down_.push_back(add_link(switch_v(domain_of(r)), r, LinkKind::nvlink_down, nvlink));
     nic_up_.push_back(add_link(r, leaf_v(leaf_of(r)), LinkKind::nic_up, nic));
     nic_down_.push_back(add_link(leaf_v(leaf_of(r)), r, LinkKind::nic_down, nic));
   }
@@ -89,6 +129,11 @@ Topology::Topology(const FabricSpec& spec, int nodes, int gpus_per_node)
     leaf_up_.push_back(add_link(leaf_v(l), spine, LinkKind::leaf_up, uplink));
     leaf_down_.push_back(add_link(spine, leaf_v(l), LinkKind::leaf_down, uplink));
   }
+}
+
+int Topology::domain_size_of(int rank) const {
+  const int d = domain_of(rank);
+  return std::min(spec_.gpus_per_nvlink_domain, ranks() - d * spec_.gpus_per_nvlink_domain);
 }
 
 LinkIndex Topology::add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps) {
@@ -99,14 +144,14 @@ LinkIndex Topology::add_link(std::size_t from, std::size_t to, LinkKind kind, do
 }
 
 int Topology::leaf_of(int rank) const {
-  const int node = node_of(rank);
-  if (spec_.layout == Layout::rail) return (node / nodes_per_leaf_) * gpus_per_node_ + local_of(rank);
-  return node / nodes_per_leaf_;
+  const int host = host_of(rank);
+  if (spec_.layout == Layout::rail) return (host / nodes_per_leaf_) * spec_.gpus_per_host + local_of(rank);
+  return host / nodes_per_leaf_;
 }
 
 std::vector<LinkIndex> Topology::route(int src, int dst) const {
   if (src == dst) return {};
-  if (node_of(src) == node_of(dst)) return {nvlink_up_[src], nvlink_down_[dst]};
+  if (same_domain(src, dst)) return {nvlink_up_[src], nvlink_down_[dst]};
   const int ls = leaf_of(src);
   const int ld = leaf_of(dst);
   if (ls == ld) return {nic_up_[src], nic_down_[dst]};
@@ -115,15 +160,20 @@ std::vector<LinkIndex> Topology::route(int src, int dst) const {
 
 std::int64_t Topology::latency_ps(int src, int dst) const {
   if (src == dst) return 0;
-  const double us = node_of(src) == node_of(dst) ? spec_.nvlink_latency_us : spec_.nic_latency_us;
+  const double us = same_domain(src, dst) ? spec_.nvlink_latency_us : spec_.nic_latency_us;
   return std::llround(us * 1e6);
 }
 
-bool Topology::symmetric() const { return nodes_ <= nodes_per_leaf_ || nodes_ % nodes_per_leaf_ == 0; }
+bool Topology::symmetric() const {
+  const bool leaves_even = hosts_ <= nodes_per_leaf_ || hosts_ % nodes_per_leaf_ == 0;
+  const bool domains_even = ranks() <= spec_.gpus_per_nvlink_domain || ranks() % spec_.gpus_per_nvlink_domain == 0;
+  return leaves_even && domains_even;
+}
 
 void Topology::write_dot(std::ostream& out) const {
-  out << "digraph fabric {\n  // " << spec_.name << ": " << nodes_ << " nodes x " << gpus_per_node_
-      << " GPUs, layout " << to_string(spec_.layout) << ", oversubscription " << spec_.oversubscription << "\n";
+  out << "digraph fabric {\n  // " << spec_.name << ": " << hosts_ << " hosts x " << spec_.gpus_per_host
+      << " GPUs, " << domains_ << " NVLink domain(s) of up to " << spec_.gpus_per_nvlink_domain << ", layout "
+      << to_string(spec_.layout) << ", oversubscription " << spec_.oversubscription << "\n";
   const auto name = [&](std::size_t v) {
     const VertexProps& p = graph_[v];
     switch (p.kind) {

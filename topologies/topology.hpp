@@ -1,14 +1,22 @@
 #pragma once
-// Cluster fabrics as Boost.Graph graphs: nodes of G GPUs on an NVSwitch (per-GPU NVLink
-// bandwidth per direction), one NIC per GPU into a two-level leaf/spine fat tree with an
-// oversubscription ratio, NICs attached rail-optimized (GPU i of every node on rail leaf i) or
-// per node (whole nodes on one leaf). Every directed edge is a link with a capacity; routing is
-// deterministic and minimal.
+// Cluster fabrics as Boost.Graph graphs. Three things are separate:
+//  * the host (a server or compute tray): `gpus_per_host` GPUs; its NICs attach to the network;
+//  * the NVLink domain: `gpus_per_nvlink_domain` GPUs on one non-blocking NVSwitch fabric (per-GPU
+//    NVLink bandwidth per direction) — one host on HGX, 18 trays of 4 on an NVL72 rack;
+//  * the scale-out network (InfiniBand, RoCE or EFA): one NIC port per GPU (a host's NICs divided
+//    over its GPUs) into a two-level leaf/spine fat tree with an oversubscription ratio, NICs
+//    attached rail-optimized (GPU i of every host on rail leaf i) or per host (whole hosts on one
+//    leaf), optionally split over several identical planes.
+// Every directed edge is a link with a capacity; routing is deterministic and minimal: inside an
+// NVLink domain over NVLink only, between domains over the NICs.
 //
 // The spine layer is modelled as one aggregate core: each leaf has one uplink and one downlink
 // whose capacity is the leaf's total downlink capacity divided by the oversubscription ratio.
 // With ECMP spreading flows over all spines this is the usual fluid approximation; it is exact
-// for the uniform collectives dionsim simulates.
+// for the uniform collectives dionsim simulates. A multi-plane network (each NIC split into
+// `planes` ports of nic/planes, one per plane, planes identical) carries 1/planes of every flow on
+// each plane; max-min on identical disjoint planes is the single plane scaled, so the graph has
+// one plane whose leaves take `leaf_radix` ports — the radix of a switch at the plane's speed.
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <iosfwd>
@@ -17,29 +25,46 @@
 
 namespace dionsim::topo {
 
-enum class Layout { rail, node };  // how NICs attach to leaves
+enum class Layout { rail, node };  // how NICs attach to leaves: rail-optimized, or whole hosts per leaf
+enum class Network { infiniband, roce, efa };  // the scale-out network's kind
 
 // Per-GPU fabric parameters, independent of the cluster's size. Bandwidths are per direction.
 struct FabricSpec {
-  std::string name;               // preset name or topology file, for output
-  double nvlink_GBps = 0;         // per GPU into the NVSwitch, GB = 1e9
-  double nvlink_latency_us = 0;   // per message inside a node
-  double nvlink_efficiency = 1;   // achievable fraction of nvlink_GBps, (0, 1]
-  double nic_GBps = 0;            // per GPU (one NIC each)
-  double nic_latency_us = 0;      // per message between nodes
-  double nic_efficiency = 1;      // achievable fraction of nic_GBps, (0, 1]
+  std::string name;                 // preset name or topology file, for output
+  int gpus_per_host = 8;            // GPUs of one server / compute tray (rails in the rail layout)
+  int gpus_per_nvlink_domain = 8;   // GPUs on one NVSwitch fabric; a multiple of gpus_per_host
+  int nvlink_generation = 4;        // 3 (A100), 4 (H100/H200), 5 (B200/B300/GB200/GB300); output only
+  double nvlink_GBps = 0;           // per GPU into the NVSwitch fabric, GB = 1e9
+  double nvlink_latency_us = 0;     // per message inside an NVLink domain
+  double nvlink_efficiency = 1;     // achievable fraction of nvlink_GBps, (0, 1]
+  Network network = Network::infiniband;
+  std::string nic;                  // e.g. "ConnectX-7 NDR 400 Gb/s"; output only
+  double nic_GBps = 0;              // per GPU: a host's NIC bandwidth / gpus_per_host
+  double nic_latency_us = 0;        // per message between NVLink domains
+  double nic_efficiency = 1;        // achievable fraction of nic_GBps, (0, 1]
+  int planes = 1;                   // identical scale-out planes each NIC is split over (>= 1)
   Layout layout = Layout::rail;
-  int leaf_radix = 32;            // NIC ports per leaf switch (downlinks)
-  double oversubscription = 1;    // leaf downlink / uplink capacity, >= 1 (1 = non-blocking)
+  int leaf_radix = 32;              // downlink ports per leaf switch, at the plane's speed
+  double oversubscription = 1;      // leaf downlink / uplink capacity, >= 1 (1 = non-blocking)
 };
+
+// The spec with hosts of `gpus_per_host` GPUs (e.g. 2 GPUs of an 8-GPU node in use, or a
+// --gpus-per-node flag): where the NVLink domain is the host (HGX), it shrinks with it; a
+// multi-host domain (NVL72) keeps its size. Validated by validate().
+[[nodiscard]] FabricSpec with_gpus_per_host(FabricSpec spec, int gpus_per_host);
 
 // Names of the built-in presets, and the preset itself (throws UsageError for an unknown one,
 // naming `flag`). Numbers and sources: docs/simulator.md and presets.cpp.
 [[nodiscard]] std::vector<std::string> preset_names();
 [[nodiscard]] FabricSpec preset(const std::string& name, const std::string& flag = "--fabric");
 
-// Checks every field; throws InputError (or UsageError when `as_usage`) naming `where`.
+// Checks every field; throws InputError (or UsageError when `as_usage`) naming `where`, the
+// field, the value and what was expected: positive finite bandwidths, efficiencies in (0, 1],
+// finite latencies >= 0, a host no larger than its NVLink domain and dividing it, planes >= 1 …
 void validate(const FabricSpec& spec, const std::string& where, bool as_usage);
+
+[[nodiscard]] const char* to_string(Network network);
+[[nodiscard]] std::string describe(const FabricSpec& spec);  // one line for logs and --help
 
 enum class VertexKind { gpu, nvswitch, leaf, spine };
 enum class LinkKind { nvlink_up, nvlink_down, nic_up, nic_down, leaf_up, leaf_down };
@@ -48,7 +73,7 @@ enum class LinkKind { nvlink_up, nvlink_down, nic_up, nic_down, leaf_up, leaf_do
 
 struct VertexProps {
   VertexKind kind = VertexKind::gpu;
-  int index = 0;  // rank, node, leaf
+  int index = 0;  // rank, NVLink domain, leaf
 };
 struct EdgeProps {
   LinkKind kind = LinkKind::nvlink_up;
@@ -61,18 +86,30 @@ using LinkIndex = std::uint32_t;
 
 class Topology {
  public:
-  // nodes >= 1, gpus_per_node >= 1; spec validated (throws UsageError naming the flag context).
+  // `hosts` >= 1 hosts of spec.gpus_per_host GPUs; ranks fill hosts in order, hosts fill NVLink
+  // domains in order (the last domain may be partial: 64 GPUs of an NVL72 are one domain).
+  // The spec is validated (throws UsageError naming the field).
+  Topology(const FabricSpec& spec, int hosts);
+  // The same with hosts of `gpus_per_node` GPUs: Topology(with_gpus_per_host(spec, g), nodes).
   Topology(const FabricSpec& spec, int nodes, int gpus_per_node);
 
   [[nodiscard]] const FabricSpec& spec() const { return spec_; }
-  [[nodiscard]] int nodes() const { return nodes_; }
-  [[nodiscard]] int gpus_per_node() const { return gpus_per_node_; }
-  [[nodiscard]] int ranks() const { return nodes_ * gpus_per_node_; }
+  [[nodiscard]] int nodes() const { return hosts_; }  // hosts
+  [[nodiscard]] int hosts() const { return hosts_; }
+  [[nodiscard]] int gpus_per_node() const { return spec_.gpus_per_host; }
+  [[nodiscard]] int gpus_per_host() const { return spec_.gpus_per_host; }
+  [[nodiscard]] int gpus_per_domain() const { return spec_.gpus_per_nvlink_domain; }
+  [[nodiscard]] int ranks() const { return hosts_ * spec_.gpus_per_host; }
+  [[nodiscard]] int domains() const { return domains_; }
   [[nodiscard]] int leaves() const { return leaves_; }
-  [[nodiscard]] int node_of(int rank) const { return rank / gpus_per_node_; }
-  [[nodiscard]] int local_of(int rank) const { return rank % gpus_per_node_; }
+  [[nodiscard]] int node_of(int rank) const { return rank / spec_.gpus_per_host; }  // host
+  [[nodiscard]] int host_of(int rank) const { return rank / spec_.gpus_per_host; }
+  [[nodiscard]] int local_of(int rank) const { return rank % spec_.gpus_per_host; }  // rail
+  [[nodiscard]] int domain_of(int rank) const { return rank / spec_.gpus_per_nvlink_domain; }
+  // GPUs of the domain `rank` is in (smaller than gpus_per_domain() for a partial last domain).
+  [[nodiscard]] int domain_size_of(int rank) const;
   [[nodiscard]] int leaf_of(int rank) const;
-  // Nodes attached to one leaf (per rail in the rail layout).
+  // Hosts attached to one leaf (per rail in the rail layout).
   [[nodiscard]] int nodes_per_leaf() const { return nodes_per_leaf_; }
 
   [[nodiscard]] const Graph& graph() const { return graph_; }
@@ -80,13 +117,16 @@ class Topology {
   [[nodiscard]] LinkKind link_kind(LinkIndex l) const { return links_[l].kind; }
   [[nodiscard]] double link_capacity_Bps(LinkIndex l) const { return links_[l].capacity_Bps; }
 
-  // Links from src to dst in order (empty for src == dst: a local copy), at most four.
+  // Links from src to dst in order (empty for src == dst: a local copy), at most four: NVLink
+  // up/down inside a domain, else NIC up, [leaf up, leaf down,] NIC down.
   [[nodiscard]] std::vector<LinkIndex> route(int src, int dst) const;
+  [[nodiscard]] bool same_domain(int a, int b) const { return domain_of(a) == domain_of(b); }
   // Latency in picoseconds a message from src to dst pays.
   [[nodiscard]] std::int64_t latency_ps(int src, int dst) const;
 
-  // True when every leaf is attached to the same number of nodes: the fabric's automorphisms
-  // then act transitively on ranks and on each link kind (what the fast collective path needs).
+  // True when every leaf is attached to the same number of hosts and every NVLink domain holds
+  // the same number of GPUs: the fabric's automorphisms then act transitively on ranks and on
+  // each link kind (what the fast collective path needs).
   [[nodiscard]] bool symmetric() const;
 
   // GraphViz; edges labelled with kind and GB/s.
@@ -96,8 +136,8 @@ class Topology {
   LinkIndex add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps);
 
   FabricSpec spec_;
-  int nodes_ = 0;
-  int gpus_per_node_ = 0;
+  int hosts_ = 0;
+  int domains_ = 0;
   int nodes_per_leaf_ = 0;
   int leaves_ = 0;
   Graph graph_;

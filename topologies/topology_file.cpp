@@ -1,7 +1,9 @@
 #include "topologies/topology_file.hpp"
 
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -25,7 +27,11 @@ std::string text_of(const toml::node& node) {
 }
 
 double number(const std::string& source, const std::string& key, const toml::node& node) {
-  if (const auto* v = node.as_floating_point()) return v->get();
+  if (const auto* v = node.as_floating_point()) {
+    // TOML has inf and nan; no fabric parameter is either.
+    if (!std::isfinite(v->get())) throw_bad_input(where(source, node), key, text_of(node), "a finite number");
+    return v->get();
+  }
   if (const auto* v = node.as_integer()) return static_cast<double>(v->get());
   throw_bad_input(where(source, node), key, text_of(node), "a number");
 }
@@ -52,6 +58,9 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     throw InputError(source + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   TopologyFile out;
+  std::optional<int> domain;
+  std::string domain_line;
+  const bool has_base = root.get("base") != nullptr;
   // `base` first, so that the other keys override the preset whatever their order in the file.
   if (const toml::node* base = root.get("base")) {
     const std::string name = string(source, "base", *base);
@@ -87,8 +96,31 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       continue;
     } else if (key == "name") {
       s.name = string(source, key, n);
-    } else if (key == "gpus_per_node") {
+    } else if (key == "gpus_per_host" || key == "gpus_per_node") {  // gpus_per_node: the older name
+      if (out.gpus_per_node) throw_bad_input(where(source, n), key, text_of(n), "one of gpus_per_host, gpus_per_node");
       out.gpus_per_node = integer(source, key, n);
+    } else if (key == "gpus_per_nvlink_domain") {
+      domain = integer(source, key, n);
+      domain_line = where(source, n);
+    } else if (key == "nvlink_generation") {
+      s.nvlink_generation = integer(source, key, n);
+      if (s.nvlink_generation > 9) throw_bad_input(where(source, n), key, text_of(n), "an NVLink generation in [1, 9]");
+    } else if (key == "planes") {
+      s.planes = integer(source, key, n);
+      if (s.planes > 64) throw_bad_input(where(source, n), key, text_of(n), "an integer in [1, 64]");
+    } else if (key == "nic") {
+      s.nic = string(source, key, n);
+    } else if (key == "network") {
+      const std::string v = string(source, key, n);
+      if (v == "infiniband") {
+        s.network = Network::infiniband;
+      } else if (v == "roce") {
+        s.network = Network::roce;
+      } else if (v == "efa") {
+        s.network = Network::efa;
+      } else {
+        throw_bad_input(where(source, n), key, v, "'infiniband', 'roce' or 'efa'");
+      }
     } else if (key == "nvlink_GBps") {
       positive(key, n, s.nvlink_GBps, false);
     } else if (key == "nic_GBps") {
@@ -118,14 +150,27 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       }
     } else {
       throw_bad_input(where(source, n), key, text_of(n),
-                      "no such key (known: base, name, gpus_per_node, nvlink_GBps, nvlink_latency_us, "
-                      "nvlink_efficiency, nic_GBps, nic_latency_us, nic_efficiency, layout, leaf_radix, "
-                      "oversubscription)");
+                      "no such key (known: base, name, gpus_per_host, gpus_per_nvlink_domain, nvlink_generation, "
+                      "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, "
+                      "nic_efficiency, planes, layout, leaf_radix, oversubscription; gpus_per_node = gpus_per_host)");
     }
   }
-  // Without a base every bandwidth must be given.
+  // Without a base the bandwidths and the host size must be given.
   if (s.nvlink_GBps <= 0) throw_bad_input(source, "nvlink_GBps", "(missing)", "a positive number (or a 'base' preset)");
   if (s.nic_GBps <= 0) throw_bad_input(source, "nic_GBps", "(missing)", "a positive number (or a 'base' preset)");
+  if (!has_base && !out.gpus_per_node) {
+    throw_bad_input(source, "gpus_per_host", "(missing)", "an integer >= 1 (or a 'base' preset)");
+  }
+  // The host size first (an HGX base's NVLink domain follows it), then an explicit domain.
+  if (out.gpus_per_node) s = with_gpus_per_host(s, *out.gpus_per_node);
+  if (!has_base && !domain) s.gpus_per_nvlink_domain = s.gpus_per_host;  // a host is its own NVLink domain
+  if (domain) s.gpus_per_nvlink_domain = *domain;
+  if (s.gpus_per_nvlink_domain < s.gpus_per_host || s.gpus_per_nvlink_domain % s.gpus_per_host != 0) {
+    throw_bad_input(domain ? domain_line : source, "gpus_per_nvlink_domain", std::to_string(s.gpus_per_nvlink_domain),
+                    "a multiple of gpus_per_host (" + std::to_string(s.gpus_per_host) +
+                        ") and no smaller: a host is never larger than its NVLink domain");
+  }
+  validate(s, source, false);  // what the keys cannot check one by one (e.g. leaf_radix vs the host)
   return out;
 }
 

@@ -2,6 +2,7 @@
 // presets, and topology files with file:line errors.
 #include <boost/graph/breadth_first_search.hpp>
 #include <catch2/catch.hpp>
+#include <map>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -88,16 +89,113 @@ TEST_CASE("rail layout: same rail stays on its leaf, other rails cross the spine
 }
 
 TEST_CASE("presets: documented bandwidths", "[topology]") {
+  // name -> (GPUs per host, per NVLink domain, NVLink GB/s, NIC GB/s per GPU, network, layout)
+  struct Expected {
+    int host, domain;
+    double nvlink, nic;
+    Network network;
+    Layout layout;
+  };
+  const std::map<std::string, Expected> expected = {
+      {"a100-hdr200", {8, 8, 300, 25, Network::infiniband, Layout::rail}},
+      {"a100-roce100", {8, 8, 300, 25, Network::roce, Layout::node}},
+      {"h100-ndr400", {8, 8, 450, 50, Network::infiniband, Layout::rail}},
+      {"h100-roce400", {8, 8, 450, 50, Network::roce, Layout::rail}},
+      {"h200-ndr400", {8, 8, 450, 50, Network::infiniband, Layout::rail}},
+      {"b200-ndr400", {8, 8, 900, 50, Network::infiniband, Layout::rail}},
+      {"b200-roce400", {8, 8, 900, 50, Network::roce, Layout::rail}},
+      {"b200-xdr800", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
+      {"b300-ndr400", {8, 8, 900, 50, Network::infiniband, Layout::rail}},
+      {"b300-xdr800", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
+      {"b300-xdr800-2plane", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
+      {"gb200-nvl72", {4, 72, 900, 50, Network::infiniband, Layout::rail}},
+      {"gb300-nvl72", {4, 72, 900, 50, Network::infiniband, Layout::rail}},
+      {"gb300-nvl72-xdr800", {4, 72, 900, 100, Network::infiniband, Layout::rail}},
+      {"p4d-efa", {8, 8, 300, 6.25, Network::efa, Layout::node}},
+      {"p5-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
+      {"p5en-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
+  };
+  CHECK(preset_names().size() == expected.size());
   for (const auto& name : preset_names()) {
+    INFO(name);
+    REQUIRE(expected.count(name) == 1);
     const FabricSpec s = preset(name);
-    CHECK(s.nvlink_GBps == 450);
-    CHECK(s.nic_GBps == 50);  // NDR400 and 400 Gb/s EFA per GPU
+    const Expected& e = expected.at(name);
+    CHECK(s.name == name);
+    CHECK(s.gpus_per_host == e.host);
+    CHECK(s.gpus_per_nvlink_domain == e.domain);
+    CHECK(s.nvlink_GBps == e.nvlink);
+    CHECK(s.nic_GBps == e.nic);
+    CHECK(s.network == e.network);
+    CHECK(s.layout == e.layout);
+    CHECK_FALSE(s.nic.empty());
     validate(s, name, false);
   }
-  CHECK(preset("p5-efa").layout == Layout::node);
-  CHECK(preset("h200-ndr400").layout == Layout::rail);
+  CHECK(preset("b300-xdr800-2plane").planes == 2);
+  CHECK(preset("b300-xdr800-2plane").leaf_radix == 2 * preset("b300-xdr800").leaf_radix);
   CHECK_THROWS_AS(preset("h300-magic"), dionsim::UsageError);
   CHECK_THROWS_WITH(preset("h300-magic"), Catch::Contains("h300-magic") && Catch::Contains("h200-ndr400"));
+}
+
+TEST_CASE("NVLink domains: an NVL72 rack routes over NVLink inside, NICs between racks", "[topology]") {
+  const FabricSpec s = preset("gb200-nvl72");
+  const Topology two_racks(s, 36);  // 36 trays of 4 = 144 GPUs = 2 domains
+  CHECK(two_racks.ranks() == 144);
+  CHECK(two_racks.domains() == 2);
+  CHECK(two_racks.hosts() == 36);
+  // 36 trays on 32-port rail leaves: the second leaf group holds 4 trays, so the fabric is not
+  // symmetric (collectives over it run the exact path); 64-GPU domains on 32 trays are
+  CHECK_FALSE(two_racks.symmetric());
+  FabricSpec racks64 = s;
+  racks64.gpus_per_nvlink_domain = 64;
+  CHECK(Topology(racks64, 32).symmetric());
+  // GPU 0 (tray 0) to GPU 71 (tray 17): another host, the same rack -> NVLink only
+  REQUIRE(two_racks.route(0, 71).size() == 2);
+  CHECK(two_racks.link_kind(two_racks.route(0, 71)[0]) == LinkKind::nvlink_up);
+  CHECK(two_racks.link_capacity_Bps(two_racks.route(0, 71)[0]) == Approx(900e9 * 0.666));
+  CHECK(two_racks.latency_ps(0, 71) == 60'000'000);
+  // GPU 0 to GPU 72 (rack 1, the same rail 0): NIC up, NIC down on rail leaf 0
+  REQUIRE(two_racks.route(0, 72).size() == 2);
+  CHECK(two_racks.link_kind(two_racks.route(0, 72)[0]) == LinkKind::nic_up);
+  CHECK(two_racks.latency_ps(0, 72) == 10'000'000);
+  // GPU 0 to GPU 73 (rack 1, rail 1): through the spine
+  CHECK(two_racks.route(0, 73).size() == 4);
+  // one NVSwitch vertex per domain
+  int switches = 0;
+  for (auto [v, end] = boost::vertices(two_racks.graph()); v != end; ++v) {
+    switches += two_racks.graph()[*v].kind == VertexKind::nvswitch ? 1 : 0;
+  }
+  CHECK(switches == 2);
+
+  // 64 GPUs of one rack: valid, one partial domain, never a NIC
+  const Topology part(s, 16);
+  CHECK(part.ranks() == 64);
+  CHECK(part.domains() == 1);
+  CHECK(part.domain_size_of(63) == 64);
+  CHECK(part.symmetric());
+  for (int b = 1; b < 64; ++b) CHECK(part.link_kind(part.route(0, b)[0]) == LinkKind::nvlink_up);
+  // 128 GPUs: a full rack and 56 GPUs of the next: valid, but not symmetric (the fast path must not assume it)
+  const Topology uneven(s, 32);
+  CHECK(uneven.domains() == 2);
+  CHECK(uneven.domain_size_of(127) == 56);
+  CHECK_FALSE(uneven.symmetric());
+}
+
+TEST_CASE("hosts and domains: the HGX domain follows the host, an NVL72 keeps its size", "[topology]") {
+  const FabricSpec hgx = with_gpus_per_host(preset("b200-ndr400"), 2);
+  CHECK(hgx.gpus_per_host == 2);
+  CHECK(hgx.gpus_per_nvlink_domain == 2);  // 2 GPUs of an 8-GPU HGX node: NVLink joins those 2
+  const Topology t(preset("b200-ndr400"), 2, 2);
+  CHECK(t.link_kind(t.route(0, 2)[0]) == LinkKind::nic_up);
+  const FabricSpec rack = with_gpus_per_host(preset("gb200-nvl72"), 2);
+  CHECK(rack.gpus_per_nvlink_domain == 72);
+  FabricSpec bad = preset("gb200-nvl72");
+  bad.gpus_per_host = 5;  // 72 is not whole hosts of 5
+  CHECK_THROWS_WITH(validate(bad, "x", false), Catch::Contains("gpus_per_nvlink_domain") && Catch::Contains("72"));
+  bad.gpus_per_host = 96;  // a host larger than its NVLink domain
+  CHECK_THROWS_AS(validate(bad, "x", false), dionsim::InputError);
+  CHECK_THROWS_WITH(validate(bad, "x", false),
+                    Catch::Contains("x: gpus_per_nvlink_domain: got '72', expected an integer >= gpus_per_host (96)"));
 }
 
 TEST_CASE("bad parameters are refused before anything is built", "[topology]") {
@@ -128,6 +226,34 @@ TEST_CASE("topology files: keys with units, base preset, overrides", "[topology]
   CHECK(f.gpus_per_node == 4);
 }
 
+TEST_CASE("topology files: a GPU cluster the presets do not have", "[topology][file]") {
+  const auto f = parse_topology(
+      "name = \"nvl36x2\"\n"
+      "gpus_per_host = 4\n"
+      "gpus_per_nvlink_domain = 36\n"
+      "nvlink_generation = 5\n"
+      "nvlink_GBps = 900\n"
+      "network = \"roce\"\n"
+      "nic = \"ConnectX-8\"\n"
+      "nic_GBps = 100\n"
+      "planes = 2\n"
+      "leaf_radix = 128\n",
+      "x.toml");
+  CHECK(f.spec.gpus_per_host == 4);
+  CHECK(f.spec.gpus_per_nvlink_domain == 36);
+  CHECK(f.spec.network == Network::roce);
+  CHECK(f.spec.planes == 2);
+  CHECK(f.gpus_per_node == 4);
+  const Topology t(f.spec, 18);  // 72 GPUs = two 36-GPU domains
+  CHECK(t.domains() == 2);
+  CHECK(t.link_kind(t.route(0, 36)[0]) == LinkKind::nic_up);
+  CHECK(t.link_kind(t.route(0, 35)[0]) == LinkKind::nvlink_up);
+  // no domain given and no base: the host is its own NVLink domain
+  CHECK(parse_topology("gpus_per_host = 4\nnvlink_GBps = 1\nnic_GBps = 1\n", "y.toml").spec.gpus_per_nvlink_domain == 4);
+  // an HGX base with a smaller host: the domain follows
+  CHECK(parse_topology("base = \"b200-ndr400\"\ngpus_per_host = 4\n", "z.toml").spec.gpus_per_nvlink_domain == 4);
+}
+
 TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   const auto fails_with = [](const std::string& text, const std::string& expected) {
     INFO(text);
@@ -142,6 +268,17 @@ TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   fails_with("base = \"h200-ndr400\"\nnic_GBps = \"fast\"\n", "t.toml:2: nic_GBps: got 'fast', expected a number");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = = 3\n", "t.toml:2:");
   fails_with("nvlink_GBps = 450\n", "nic_GBps: got '(missing)'");
+  fails_with("nvlink_GBps = 450\nnic_GBps = 50\n", "t.toml: gpus_per_host: got '(missing)', expected an integer >= 1");
+  fails_with("base = \"h200-ndr400\"\nnic_GBps = inf\n", "t.toml:2: nic_GBps: got 'inf', expected a finite number");
+  fails_with("base = \"h200-ndr400\"\nnvlink_GBps = nan\n", "t.toml:2: nvlink_GBps: got 'nan', expected a finite number");
+  fails_with("base = \"h200-ndr400\"\nnic_latency_us = -1\n", "t.toml:2: nic_latency_us: got '-1', expected a number >= 0");
+  fails_with("base = \"gb200-nvl72\"\ngpus_per_nvlink_domain = 2\n",
+             "t.toml:2: gpus_per_nvlink_domain: got '2', expected a multiple of gpus_per_host (4) and no smaller");
+  fails_with("base = \"h200-ndr400\"\ngpus_per_host = 16\ngpus_per_nvlink_domain = 8\n",
+             "t.toml:3: gpus_per_nvlink_domain: got '8'");
+  fails_with("base = \"h200-ndr400\"\nnetwork = \"myrinet\"\n", "t.toml:2: network: got 'myrinet', expected 'infiniband', 'roce' or 'efa'");
+  fails_with("base = \"h200-ndr400\"\nplanes = 0\n", "t.toml:2: planes: got '0', expected an integer >= 1");
+  fails_with("base = \"p5-efa\"\nleaf_radix = 12\n", "t.toml: leaf_radix: got '12', expected a multiple of the GPUs per host (8)");
   CHECK_THROWS_AS(load_topology_file("/nonexistent/t.toml"), dionsim::IoError);
 }
 
