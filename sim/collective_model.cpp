@@ -21,16 +21,20 @@ double protocol_efficiency(NcclProto p) {
   return 1.0;
 }
 
-GpuArch arch_of(double nvlink_GBps) {
-  if (nvlink_GBps >= 800) return GpuArch::blackwell;
-  if (nvlink_GBps >= 400) return GpuArch::hopper;
-  if (nvlink_GBps >= 250) return GpuArch::ampere;
+// NVLink 2 Volta, 3 Ampere, 4 Hopper, 5 Blackwell.
+GpuArch arch_of(int nvlink_generation) {
+  if (nvlink_generation >= 5) return GpuArch::blackwell;
+  if (nvlink_generation == 4) return GpuArch::hopper;
+  if (nvlink_generation == 3) return GpuArch::ampere;
   return GpuArch::volta;
 }
 
-NetKind net_of(const std::string& name) {
-  if (name.find("efa") != std::string::npos) return NetKind::efa;
-  if (name.find("roce") != std::string::npos) return NetKind::roce;
+NetKind net_of(topo::Network n) {
+  switch (n) {
+    case topo::Network::infiniband: return NetKind::ib;
+    case topo::Network::roce: return NetKind::roce;
+    case topo::Network::efa: return NetKind::efa;
+  }
   return NetKind::ib;
 }
 
@@ -67,15 +71,20 @@ NcclFunc to_nccl(CollectiveOp op) {
   }
 }
 
-CommShape comm_shape(const topo::FabricSpec& spec, int nodes, int gpus_per_node) {
+CommShape comm_shape(const topo::FabricSpec& fabric, int nodes, int gpus_per_node) {
+  const topo::FabricSpec spec = topo::with_gpus_per_host(fabric, gpus_per_node);
+  const int world = nodes * gpus_per_node;
+  // NCCL's nodes are NVLink domains (MNNVL makes a rack one node); a partial last domain is
+  // counted as the others (NCCL sees uneven cliques; its model uses nRanks / nNodes).
+  const int domain = std::min(spec.gpus_per_nvlink_domain, world);
   CommShape s;
-  s.arch = arch_of(spec.nvlink_GBps);
-  s.nodes = nodes;
-  s.ranks_per_node = gpus_per_node;
+  s.arch = arch_of(spec.nvlink_generation);
+  s.nodes = (world + domain - 1) / domain;
+  s.ranks_per_node = world / s.nodes;
   s.nvlink_GBps = spec.nvlink_GBps;
-  s.nic_GBps = spec.nic_GBps;
-  s.nics_per_node = gpus_per_node;
-  s.net = net_of(spec.name);
+  s.nic_GBps = spec.nic_GBps / spec.planes;  // one port per plane
+  s.nics_per_node = s.ranks_per_node * spec.planes;
+  s.net = net_of(spec.network);
   s.nvswitch_multicast = s.arch >= GpuArch::hopper;
   return s;
 }
@@ -85,6 +94,7 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
       shape_(comm_shape(spec, nodes, gpus_per_node)),
       nccl_(shape_),
       options_(options),
+      hosts_(nodes),
       gpus_per_node_(gpus_per_node) {
   topo::validate(spec, spec.name, true);
   if (!(std::isfinite(options.extra_hop_latency_us) && options.extra_hop_latency_us >= 0 &&
@@ -95,6 +105,7 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
   // The DES sees the links at NCCL's NVLink rate and the preset's NIC efficiency; every
   // latency is in the model's latency terms, not on the flows.
   spec_.nvlink_efficiency = nccl_nvlink_fraction(shape_.arch);
+  spec_nic_latency_us_ = spec.nic_latency_us;
   spec_.nvlink_latency_us = 0;
   spec_.nic_latency_us = 0;
 }
@@ -108,7 +119,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   const double e = protocol_efficiency(p);
   const double inf = std::numeric_limits<double>::infinity();
   const double nvl = g > 1 ? s.nvlink_GBps * nccl_nvlink_fraction(s.arch) : inf;
-  const double nic_node = nodes > 1 ? s.nics_per_node * s.nic_GBps * spec_.nic_efficiency : inf;
+  const double nic_node = nodes > 1 ? s.nics_per_node * s.nic_GBps * spec_.nic_efficiency : inf;  // per domain
   const NcclGraph& graph = nccl_.graph(a);
   double algbw = 0;
   int hops = 0;
@@ -124,12 +135,13 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       break;
     }
     case NcclAlgo::tree: {
-      // Double binary tree: each node sends and receives the whole buffer once per direction
-      // over its NICs (half per tree), so algbw = node rate / 2 in nccl-tests' bus terms.
+      // Double binary tree, half the buffer per tree: a node internal to one tree sends S/2 up
+      // and 2 x S/2 down (and its leaf role S/2 up), 2S per direction over its NICs; with two
+      // nodes each is the root of one tree and a leaf of the other, S per direction.
       double bus = std::min(nvl, nic_node) * e;
       if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
       if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_tree_per_channel_GBps(s));
-      algbw = bus / 2;
+      algbw = nodes <= 2 ? bus : bus / 2;
       hops = 2 * ((g - 1) + log2i(nodes));
       break;
     }
@@ -159,7 +171,20 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
                                         : CollectiveOp::allreduce;
   c.algorithm = to_string(a);
   c.protocol = to_string(p);
-  c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us;
+  // The fabric's per-message network latency is NCCL's graph latencyInter: added to every
+  // inter-node hop, twice with Simple (its flush); NCCL's own constants assume 0.
+  int inter_hops = 0;
+  if (nodes > 1) {
+    switch (a) {
+      case NcclAlgo::ring: inter_hops = allreduce ? 2 * (nodes - 1) : nodes - 1; break;
+      case NcclAlgo::tree: inter_hops = 2 * log2i(nodes); break;
+      case NcclAlgo::nvls: inter_hops = 1; break;
+      case NcclAlgo::nvls_tree: inter_hops = 2 * log2i(nodes); break;
+      case NcclAlgo::pat: inter_hops = log2i(nodes); break;
+    }
+  }
+  const double net_latency = spec_nic_latency_us_ * (p == NcclProto::simple ? 2 : 1);
+  c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us + inter_hops * net_latency;
   c.bandwidth_GBps = algbw;
   c.time_us = c.latency_us + static_cast<double>(bytes) / (1000.0 * algbw);
   return c;
@@ -173,7 +198,8 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const NcclProto p = per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
   const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
   const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
-  const double hop_inter = nccl_hw_latency_us(true, net_algo, p) + options_.extra_hop_latency_us;
+  const double hop_inter =
+      nccl_hw_latency_us(true, net_algo, p) + options_.extra_hop_latency_us + spec_nic_latency_us_;
   const int c = options_.p2p_concurrent_peers;
   const int intra_peers = g - 1, inter_peers = n - g;
   const double rounds = std::ceil(static_cast<double>(intra_peers) / c) * hop_intra +
@@ -188,7 +214,7 @@ double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) cons
   std::lock_guard lock(mutex_);
   const auto key = std::make_pair(static_cast<int>(mode), bytes);
   if (const auto it = transfer_cache_.find(key); it != transfer_cache_.end()) return it->second;
-  if (!topology_) topology_ = std::make_unique<topo::Topology>(spec_, shape_.nodes, gpus_per_node_);
+  if (!topology_) topology_ = std::make_unique<topo::Topology>(spec_, hosts_, gpus_per_node_);
   CollectiveSpec spec;
   spec.op = CollectiveOp::alltoall;
   spec.algorithm = Algorithm::direct;

@@ -49,9 +49,10 @@ struct CollectiveCost {
   std::optional<NcclPrediction> nccl;  // NCCL's own model for the same call (not for all-to-all)
 };
 
-// The NCCL communicator view of a fabric at a size: NVLink domains are nodes, the architecture
-// follows from the NVLink generation (≥ 800 GB/s per GPU Blackwell, ≥ 400 Hopper, ≥ 250 Ampere,
-// else Volta), every GPU has its NIC share (nic_GBps), NVLS where the NVSwitch multicasts (Hopper+).
+// The NCCL communicator view of a fabric at a size (`nodes` hosts of `gpus_per_node`): NVLink
+// domains are NCCL's nodes, the architecture follows from the NVLink generation (3 Ampere,
+// 4 Hopper, 5 Blackwell), every GPU has one NIC port per plane, NVLS where the NVSwitch
+// multicasts (Hopper+).
 [[nodiscard]] CommShape comm_shape(const topo::FabricSpec& spec, int nodes, int gpus_per_node);
 
 class CollectiveModel {
@@ -79,6 +80,8 @@ class CollectiveModel {
   CommShape shape_;
   NcclTuningModel nccl_;
   ModelOptions options_;
+  double spec_nic_latency_us_ = 0;  // the fabric's network latency per message (NCCL's latencyInter)
+  int hosts_;
   int gpus_per_node_;
   // The fabric for the all-to-all's DES, built on first use; transfer times cached per size.
   mutable std::mutex mutex_;

@@ -67,7 +67,7 @@ FabricNetwork::FabricNetwork(Engine& engine, const topo::Topology& topology) : e
 namespace {
 
 int pxn_proxy(const topo::Topology& t, int src, int dst) {
-  if (t.spec().layout != topo::Layout::rail || t.node_of(src) == t.node_of(dst) || t.local_of(src) == t.local_of(dst)) {
+  if (t.spec().layout != topo::Layout::rail || t.same_domain(src, dst) || t.local_of(src) == t.local_of(dst)) {
     return -1;
   }
   return t.node_of(src) * t.gpus_per_node() + t.local_of(dst);

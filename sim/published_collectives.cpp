@@ -108,7 +108,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
     r.gpus_per_node = static_cast<int>(integer("gpus_per_node", 1, 1024));
     r.nodes = static_cast<int>(integer("nodes", 1, 1 << 20));
     r.world = static_cast<int>(integer("world", 1, 1 << 24));
-    r.size_bytes = integer("size_bytes", 1, 1LL << 50);
+    r.size_bytes = integer("size_bytes", 0, 1LL << 50);
     const std::string& t = get("time_us");
     char* end = nullptr;
     r.time_us = std::strtod(t.c_str(), &end);
