@@ -172,7 +172,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   c.algorithm = to_string(a);
   c.protocol = to_string(p);
   // The fabric's per-message network latency is NCCL's graph latencyInter: added to every
-  // inter-node hop, twice with Simple (its flush); NCCL's own constants assume 0.
+  // inter-node hop, twice with Simple (its flush), as tuning.cc adds it; NCCL's defaults use 0.
   int inter_hops = 0;
   if (nodes > 1) {
     switch (a) {

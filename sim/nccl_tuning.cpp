@@ -68,14 +68,15 @@ constexpr int kPat = static_cast<int>(NcclAlgo::pat);
 constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
 constexpr int kHwNvlink = 0, kHwNet = 1;
 
-// tuning.cc ncclTunerConstantsDefaults (2.28.3), CollNet rows dropped. us.
+// tuning.cc ncclTunerConstantsDefaults (2.28.3), CollNet rows dropped, rows reordered to
+// dionsim's NcclAlgo order (ring, tree, nvls, nvls_tree, pat; NCCL lists tree first). us.
 constexpr double kBaseLat[kNcclAlgos][kNcclProtos] = {
-    {6.8, 14.0, 8.4}, {6.6, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
-// Tree, Ring, NVLS, NVLSTree, PAT; NVLink then network (the PCI row is never used: every GPU
-// of a dionsim node sits on an NVSwitch).
+    {6.6, 14.0, 8.4}, {6.8, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+// Per hop, NVLink then network (the PCI row is never used: every GPU of a dionsim node sits on
+// an NVSwitch); same row order.
 constexpr double kHwLat[2][kNcclAlgos][kNcclProtos] = {
-    {{.6, 1.25, 4.0}, {.6, 1.9, 3.4}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
-    {{5.0, 8.5, 14}, {2.7, 4.0, 14.0}, {0, 0, 18}, {0, 0, 14}, {0, 0, 14}}};
+    {{.6, 1.9, 3.4}, {.6, 1.25, 4.0}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{2.7, 4.0, 14.0}, {5.0, 8.5, 14}, {0, 0, 18}, {0, 0, 14}, {0, 0, 14}}};
 // [cc or cpu index][min(nodes,3)-1], GB/s.
 constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
 constexpr double kPerChMaxRingLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 73.4, 73.4}};

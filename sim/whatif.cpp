@@ -316,9 +316,11 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   tc.peak_bf16_TFLOPs = kernels.config().hardware.peak_bf16_TFLOPs;
   validate(tc);
   const FsdpBytes fb = fsdp_bytes(r.params, tc.world);
-  const DurationNs ag = timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
-  const DurationNs rs = timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
-                                       fb.reducescatter_input_bytes / std::max<std::int64_t>(1, tc.world)});
+  // FSDP's collectives: the closed form the seed calibration was fitted with (FabricCollectiveTimer::fsdp_time_ns).
+  const DurationNs ag =
+      fabric_timer.fsdp_time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
+  const DurationNs rs = fabric_timer.fsdp_time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
+                                                   fb.reducescatter_input_bytes / std::max<std::int64_t>(1, tc.world)});
   r.fwd_bwd = fwd_bwd(tc, fb.allgathers * ag + rs);
 
   // The critical path is the slowest rank's; a measured rank that arrived earlier waits in the
