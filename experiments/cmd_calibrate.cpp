@@ -3,19 +3,20 @@
 // nccl-tests output give collective latency/bandwidth (and GEMM throughput for the anchors);
 // profiler traces give NS GEMM throughput and all-to-all kernel transfer; a measurement CSV or the
 // database's measured runs (--db without --measured) fit the what-if step model
-// (analysis/step_fit.hpp), selected with --where. --db also stores the calibration (and the CSV's
+// (analysis/calibration/step_fit.hpp), selected with --where. --db also stores the calibration (and the CSV's
 // measured configurations) in the database.
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "analysis/calibrate_io.hpp"
-#include "analysis/fit_calibration.hpp"
-#include "analysis/kineto.hpp"
-#include "analysis/measurements.hpp"
-#include "analysis/step_fit.hpp"
-#include "analysis/store.hpp"
+#include "analysis/records/stored_runs.hpp"
+#include "analysis/calibration/calibrate_io.hpp"
+#include "analysis/calibration/fit_calibration.hpp"
+#include "analysis/measured/kineto.hpp"
+#include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/step_fit.hpp"
+#include "analysis/store/store.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"

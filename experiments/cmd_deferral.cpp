@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "analysis/store.hpp"
-#include "analysis/store_provenance.hpp"
+#include "analysis/records/stored_runs.hpp"
+#include "analysis/store/store.hpp"
+#include "analysis/store/store_provenance.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
@@ -55,7 +56,7 @@ int run_deferral(std::span<const std::string> args) {
   base.momentum_dtype = opt::parse_dtype(dtype, "--momentum-dtype");
   base.stream = opt::parse_norm_stream(norms, "--norms");
   // replay:DB: the statistics are loaded (and the file checked) before any work.
-  const nlohmann::json replayed = base.stream.kind == opt::StreamKind::replay ? load_replay(base.stream) : nlohmann::json();
+  const nlohmann::json replayed = base.stream.kind == opt::StreamKind::replay ? analysis::load_replay(base.stream) : nlohmann::json();
   base.steps = steps;
   base.trials = trials;
   base.seed = cmd.common().seed;
@@ -99,7 +100,7 @@ int run_deferral(std::span<const std::string> args) {
       if (!cmd.common().json) std::fputs(opt::recommend_table_row(c, target, r).c_str(), stdout);
       continue;
     }
-    const nlohmann::json config = deferral_config_json(c, mode, replayed);
+    const nlohmann::json config = analysis::deferral_config_json(c, mode, replayed);
     if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
       log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
       continue;
@@ -108,7 +109,7 @@ int run_deferral(std::span<const std::string> args) {
     out.push_back(opt::to_json(c, s));
     if (!cmd.common().json) std::fputs(opt::table_row(c, s).c_str(), stdout);
     if (db) {
-      db->store(deferral_record(config, out.back(), s, c.seed),
+      db->store(analysis::deferral_record(config, out.back(), s, c.seed),
                 cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
     }
   }

@@ -87,11 +87,11 @@ int run_plan(std::span<const std::string> args) {
   opt::validate(config);
   const opt::Inventory inventory = opt::load_inventory(model);
   Recorder recorder(cmd.common(), "plan");
-  const nlohmann::json run_config = plan_config_json(inventory, config);
+  const nlohmann::json run_config = analysis::plan_config_json(inventory, config);
   if (recorder.skip(run_config)) return 0;
   auto record = recorder.begin(run_config);
   const opt::Plan plan = opt::make_plan(inventory, config);
-  add_plan_metrics(record, plan);
+  analysis::add_plan_metrics(record, plan);
   recorder.store(record);
   if (cmd.common().json) {
     print_json(opt::to_json(plan));

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/store.hpp"
+#include "analysis/store/store.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
 

@@ -30,7 +30,7 @@ int run_step(std::span<const std::string> args) {
   if (threads < 1) throw_bad_usage("--threads", std::to_string(threads), "an integer >= 1");
   const opt::NumericsCase c = opt::load_numerics_case(case_dir);
   Recorder recorder(cmd.common(), "step");
-  const nlohmann::json run_config = recorder.enabled() ? step_config_json(c) : nlohmann::json::object();
+  const nlohmann::json run_config = recorder.enabled() ? analysis::step_config_json(c) : nlohmann::json::object();
   if (recorder.skip(run_config)) return 0;
   auto record = recorder.begin(run_config);
   log(cmd.common(), "step: " + case_dir + ": " + std::to_string(c.params.size()) + " params, world " +
@@ -40,7 +40,7 @@ int run_step(std::span<const std::string> args) {
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   opt::write_numerics_outputs(out_dir, c, *optimizer);
   if (recorder.enabled()) {
-    add_step_results(record, c, *optimizer, ms);
+    analysis::add_step_results(record, c, *optimizer, ms);
     recorder.store(record);
   }
   std::int64_t deferred = 0, winners = 0;

@@ -1,6 +1,6 @@
 // dionsim validate: leave-one-configuration-out over measured runs (a measurement CSV or the
 // database's measured runs, selected with --where): the step model is fitted on all but one
-// configuration (analysis/step_fit.hpp) and predicts the held-out one. Prints predicted vs measured
+// configuration (analysis/calibration/step_fit.hpp) and predicts the held-out one. Prints predicted vs measured
 // per metric with the error, and the mean and max absolute error per metric; --in-sample adds the
 // fit on all of them; --db records the rows and the summary as a run (kind validate).
 // --calibration CAL instead predicts every selected configuration with that calibration as it is
@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "analysis/measurements.hpp"
-#include "analysis/step_fit.hpp"
-#include "analysis/store.hpp"
-#include "analysis/whatif_io.hpp"
+#include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/step_fit.hpp"
+#include "analysis/store/store.hpp"
+#include "analysis/perfetto/whatif_trace_file.hpp"
+#include "analysis/records/records.hpp"
+#include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
 

@@ -1,13 +1,15 @@
 // dionsim whatif: a predicted training step (fwd/bwd + FSDP + the optimizer step of a scope) for
 // every configuration of a sweep. Logic: sim/whatif.hpp (configurations, runs), sim/step_program.hpp,
-// sim/kernel_model.hpp, sim/training_model.hpp; calibration, records and traces via analysis/whatif_io.hpp.
+// sim/kernel_model.hpp, sim/training_model.hpp; calibration, records and traces via analysis/records/whatif_io.hpp.
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
-#include "analysis/store.hpp"
-#include "analysis/whatif_io.hpp"
+#include "analysis/store/store.hpp"
+#include "analysis/perfetto/whatif_trace_file.hpp"
+#include "analysis/records/records.hpp"
+#include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "common/progress.hpp"

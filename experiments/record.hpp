@@ -15,14 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "analysis/fit_calibration.hpp"
-#include "analysis/store.hpp"
+#include "analysis/calibration/fit_calibration.hpp"
+#include "analysis/records/records.hpp"  // the records the subcommands store
+#include "analysis/store/store.hpp"
 #include "experiments/cli.hpp"
-#include "optimizer/deferral.hpp"
-#include "optimizer/deferral_stream.hpp"
-#include "optimizer/inventory.hpp"
-#include "optimizer/numerics_case.hpp"
-#include "optimizer/plan.hpp"
 #include "sim/collective_table.hpp"
 
 namespace dionsim::cli {
@@ -50,26 +46,7 @@ class Recorder {
   std::optional<analysis::Database> db_;
 };
 
-// ---- what each subcommand records (docs/database.md "What each subcommand records") ----------
-
-// plan: the canonical configuration — the model's name and matrix shapes (so an inventory file is
-// identified by its content) and every PlanConfig field.
-[[nodiscard]] nlohmann::json plan_config_json(const opt::Inventory& inventory, const opt::PlanConfig& config);
-// plan: totals (no labels) and per shape group numbers (labels group, rows, cols, path).
-void add_plan_metrics(analysis::RunRecord& record, const opt::Plan& plan);
-
-// step: case.json as read (canonical) plus the SHA-256 of every input array (W0 and each step's G,
-// in case order, as float32 bytes), so the same folder with other arrays is another configuration.
-[[nodiscard]] nlohmann::json step_config_json(const opt::NumericsCase& c);
-// step: per-rank, per-step deferral counters (trial 0), the wall time of the CPU reference, and the
-// gradient row statistics of the case's G<t> (per step, shape group and rank shard) for replay:DB.
-void add_step_results(analysis::RunRecord& record, const opt::NumericsCase& c, const opt::ReferenceOptimizer& optimizer,
-                      double wall_ms);
-
-// deferral --norms replay:DB: loads the newest recorded gradient row statistics of DB into the
-// stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
-// identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
-nlohmann::json load_replay(opt::NormStream& stream);
+// ---- storing what a subcommand made (the records themselves: analysis/records/records.hpp) -----
 
 // collective: one run per size (configuration with size_bytes): the collectives row and the message
 // count. No-op without --db.
@@ -85,13 +62,5 @@ void store_measure(const CommonOptions& common, nlohmann::json config, const nlo
 // and writes it to `out` (when not empty), logging each.
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,
                       const std::string& name, const std::vector<std::string>& sources, const std::string& out);
-
-// deferral: the configuration a run is stored under (the study's fields, --mode as given, the seed,
-// and the replayed database's identity under replay:DB).
-[[nodiscard]] nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
-                                                  const nlohmann::json& replayed);
-// deferral: the JSON results as metrics, the per-rank counters as deferral rows.
-[[nodiscard]] analysis::RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& result,
-                                                  const opt::DeferralSummary& s, std::uint64_t seed);
 
 }  // namespace dionsim::cli

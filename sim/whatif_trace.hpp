@@ -1,5 +1,5 @@
 #pragma once
-// Trace events of a what-if result for a Chrome trace-event file (analysis/perfetto.hpp writes
+// Trace events of a what-if result for a Chrome trace-event file (analysis/perfetto/perfetto.hpp writes
 // them; the file opens in ui.perfetto.dev): pid = rank, tid = stream (0 compute, 1 optimizer
 // collectives, 2 FSDP collectives), one complete event per kernel class of a phase and per
 // collective with bytes, FLOPs, launches, task and phase in args, and a parent event per stream

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/store.hpp"
+#include "analysis/store/store.hpp"
 
 namespace fs = std::filesystem;
 using namespace dionsim::analysis;

@@ -5,10 +5,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "analysis/perfetto.hpp"
+#include "analysis/perfetto/perfetto.hpp"
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
+#include "analysis/calibration/parameters.hpp"
 #include "sim/whatif_calibration.hpp"
 #include "sim/whatif_trace.hpp"
 #include "topologies/topology.hpp"
@@ -236,7 +237,7 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
                                              {"ns_gemm_isolated_overhead_us", 3.0},
                                              {"nccl_all_to_all_w16_algbw_GBps", 100.0},
                                              {"gemm_bf16_tflops", 737.9}};
-  const auto cal = kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
+  const auto cal = dionsim::analysis::kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
   CHECK(cal.unused_parameters == std::vector<std::string>{"gemm_bf16_tflops"});
   const KernelModel model(cal.config, cal.measured);
   // 7.5e12 FLOPs at 750 TFLOP/s = 10 ms, + 2 launches x 3 us
@@ -257,7 +258,7 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
         Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
   // a calibration measured on another GPU is refused
   CHECK_THROWS_AS(
-      kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
+      dionsim::analysis::kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
       UsageError);
 }
 
@@ -367,7 +368,7 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   CHECK_THROWS_WITH(expand(bad), Catch::Contains("--collective-hbm-slowdown"));
   // From a calibration: applied unless the command line set it; a factor below 1 is refused.
   const auto h100_hw = hardware_preset("h100-sxm", "--hardware");
-  const auto cal = kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 1.5}}, h100_hw);
+  const auto cal = dionsim::analysis::kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 1.5}}, h100_hw);
   CHECK(cal.unused_parameters.empty());
   WhatifConfig w;
   apply_step_calibration(cal.step, w);
@@ -376,6 +377,6 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   given.collective_hbm_slowdown = 1.0;
   apply_step_calibration(cal.step, given);
   CHECK(given.collective_hbm_slowdown == 1.0);
-  CHECK_THROWS_AS(kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 0.5}}, h100_hw),
+  CHECK_THROWS_AS(dionsim::analysis::kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 0.5}}, h100_hw),
                   InputError);
 }

@@ -1,0 +1,92 @@
+#pragma once
+// The calibration file: fitted parameters with standard errors and units, what they were fitted
+// from, under a name and a hardware label. Schema-versioned JSON, read strictly (unknown keys and
+// other schema versions are errors), so that whatif never silently uses a file it misreads.
+//
+//   {"schema_version": 1, "name": "h200-anchors", "hardware": "H200",
+//    "parameters": {"nccl_all_to_all_w2_busbw_GBps": {"value": 360.1, "stderr": 12.0, "units": "GB/s"}, …},
+//    "provenance": {"sources": ["…/h200-anchors.csv"], "method": "…", "tool": "dionsim 0.1.0"},
+//    "covariance": {"parameters": ["fwd_bwd_ms", …], "matrix": [[…], …]}}     optional (schema 2)
+//
+// Schema 2 (written now) adds the optional "covariance" of the fitted parameters (the step-model
+// fit of analysis/calibration/step_fit.hpp); files of schema 1 (without it) are still read.
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "analysis/calibration/fit.hpp"
+#include "analysis/measured/kineto.hpp"
+#include "analysis/measured/measurements.hpp"
+
+namespace dionsim::analysis {
+
+inline constexpr int kCalibrationSchemaVersion = 2;
+inline constexpr int kOldestCalibrationSchemaVersion = 1;  // still read
+
+// Published peaks the efficiencies are relative to (per GPU, one direction for NVLink).
+inline constexpr double kH200NvlinkGBps = 450.0;       // NVLink 4: 18 links × 25 GB/s
+inline constexpr double kH200DenseBf16Tflops = 989.4;  // H100/H200 SXM dense BF16 tensor core
+
+struct CalibrationParameter {
+  double value = 0;
+  double std_error = 0;  // "stderr" in the file
+  std::string units;
+};
+
+struct Calibration {
+  int schema_version = kCalibrationSchemaVersion;
+  std::string name;
+  std::string hardware;
+  std::map<std::string, CalibrationParameter> parameters;
+  std::vector<std::string> sources;  // provenance: the files the fits used
+  std::string method;                // provenance: how (model and weighting)
+  std::string tool;                  // provenance: "dionsim <version>"
+  // Joint covariance of some parameters (names index rows/columns); empty when not known.
+  std::vector<std::string> covariance_parameters;
+  Eigen::MatrixXd covariance;
+};
+
+[[nodiscard]] nlohmann::json to_json(const Calibration& calibration);
+// Strict: `where` names the source in errors (InputError).
+[[nodiscard]] Calibration calibration_from_json(const nlohmann::json& value, const std::string& where);
+void write_calibration(const std::filesystem::path& path, const Calibration& calibration);  // IoError
+[[nodiscard]] Calibration read_calibration(const std::filesystem::path& path);              // IoError / InputError
+
+// Fits (a) every (collective, world) of the anchors and (b) the GEMM anchors; parameters named
+// nccl_<op>_w<world>_{latency_us,algbw_GBps,busbw_GBps,busbw_efficiency} and
+// gemm_bf16_{overhead_us,tflops,efficiency} (efficiencies against the H200 peaks above).
+struct AnchorFits {
+  std::vector<CollectiveFit> collectives;
+  KernelFit gemm;
+};
+[[nodiscard]] AnchorFits fit_anchors(const Anchors& anchors);
+[[nodiscard]] Calibration calibration_from_anchors(const AnchorFits& fits, const std::string& name,
+                                                   const std::string& source, const std::string& tool);
+
+// (c) per-kernel points of one role from traces: GEMMs carry FLOPs and bytes from their aten op
+// (GEMMs whose shape is unknown are skipped). An NCCL kernel running on the same GPU occupies SMs
+// (it spins while it waits for its peer), so compute kernels that overlap one run slower: the
+// filter separates the two populations.
+enum class CollectiveOverlap { any, overlapping, isolated };
+[[nodiscard]] std::vector<KernelPoint> kernel_points(const KinetoTrace& trace, KernelRole role,
+                                                     CollectiveOverlap overlap = CollectiveOverlap::any);
+
+// NS GEMM throughput and per-kernel overhead from traces (pooled), split by overlap with an NCCL
+// kernel: ns_gemm_{isolated,overlapped}_{overhead_us,tflops}. A population with fewer than three
+// kernels is left out. Traces of several ranks of one run (group_into_runs) with all-to-alls of at
+// least two sizes also give nccl_all_to_all_w<W>_kernel_{latency_us,algbw_GBps,busbw_GBps}: kernel
+// transfer time without host overhead or waiting. InputError when nothing can be fitted.
+[[nodiscard]] Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, const std::string& name,
+                                                  const std::vector<std::string>& sources, const std::string& tool);
+
+// (a) on nccl-tests stdout: one collective fit per block (out-of-place times), parameters
+// nccl_<op>_w<W>_n<N>_{latency_us, algbw_GBps, busbw_GBps} with N the number of hosts; the
+// bus-bandwidth factor is nccl-tests' own (busbw / algbw of the rows). InputError when two blocks
+// have the same op, world and nodes (split such a log) or a block has fewer than three sizes.
+[[nodiscard]] std::vector<CollectiveFit> fit_nccl_tests(const std::vector<NcclTestsRun>& runs);
+[[nodiscard]] Calibration calibration_from_nccl_tests(const std::vector<NcclTestsRun>& runs, const std::string& name,
+                                                      const std::string& source, const std::string& tool);
+
+}  // namespace dionsim::analysis

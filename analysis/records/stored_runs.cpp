@@ -1,0 +1,124 @@
+#include "analysis/records/stored_runs.hpp"
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "analysis/calibration/parameters.hpp"
+#include "common/error.hpp"
+#include "sim/kernel_model.hpp"
+
+namespace dionsim::analysis {
+
+using nlohmann::json;
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardware& hw, const std::string& path,
+                                   const Note& note) {
+  std::map<std::string, double> values;
+  for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
+  auto cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  for (const auto& name : cal.unused_parameters) note(path + ": " + name + " is not used by whatif");
+  return cal;
+}
+
+}  // namespace
+
+std::vector<MeasuredConfiguration> measured_configurations_from_db(const Database& db) {
+  std::vector<MeasuredConfiguration> out;
+  for (const auto& run : db.find_runs({.kind = std::nullopt, .mode = RunMode::measured, .where = {}})) {
+    const json& j = run.record.config;
+    const std::string where = db.path() + ": run " + std::to_string(run.id);
+    bool complete = true;
+    for (const char* key : {"hardware", "gpus_per_node", "nodes", "model", "optimizer", "ns", "scope", "fraction"})
+      complete = complete && j.contains(key);
+    if (!complete) continue;  // a measured run of another shape (e.g. kernel timings only)
+    MeasuredConfiguration m;
+    auto& c = m.config;
+    try {
+      c.source = j.value("source", std::string("db"));
+      c.run = j.value("run", "run-" + std::to_string(run.id));
+      c.hardware = j.at("hardware").get<std::string>();
+      c.gpus_per_node = j.at("gpus_per_node").get<int>();
+      c.nodes = j.at("nodes").get<int>();
+      c.world = j.value("world", c.gpus_per_node * c.nodes);
+      c.model = j.at("model").get<std::string>();
+      c.optimizer = lower(j.at("optimizer").get<std::string>());
+      c.ns = j.at("ns").get<std::string>();
+      c.scope = j.at("scope").get<std::string>();
+      c.fraction = j.at("fraction").get<double>();
+      if (j.contains("capacity_factor") && j.at("capacity_factor").is_number())
+        c.capacity_factor = j.at("capacity_factor").get<double>();
+    } catch (const json::exception& e) {
+      throw InputError(where + ": config: " + e.what());
+    }
+    for (const auto& metric : db.load_run(run.id).record.metrics) {
+      if (metric.rank || metric.step) continue;  // aggregated values only
+      if (find_metric(metric.name) == nullptr)
+        throw_bad_input(where, "metric", metric.name, "a metric of the measurement CSV (docs/measurements.md)");
+      m.metrics[metric.name] = metric.value;
+    }
+    if (!m.metrics.empty()) out.push_back(std::move(m));
+  }
+  if (out.empty()) {
+    throw_bad_input(db.path(), "runs", "no measured runs with a configuration and metrics",
+                    "measured runs (dionsim measure, or calibrate --measured CSV --db to import)");
+  }
+  return out;
+}
+
+std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
+                                              const std::string& db_label) {
+  if (db == nullptr || std::filesystem::exists(name)) return std::nullopt;
+  const auto row = db->calibration(name);
+  if (!row) return std::nullopt;
+  return calibration_from_json(row->body, db_label + ": calibration '" + name + "'");
+}
+
+sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw, const Database* db,
+                                               const std::string& db_label, const Note& note) {
+  if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note);
+  std::ifstream in(path);
+  if (!in) throw IoError(path + ": cannot open the calibration file");
+  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
+  return from_fitted(read_calibration(path), hw, path, note);  // strict: other versions, unknown keys
+}
+
+void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note) {
+  std::string gpu = cal.config.hardware.name.substr(0, cal.config.hardware.name.find('-'));
+  for (auto& c : gpu) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  std::vector<sim::GemmAnchor> anchors;
+  for (const auto& label : {gpu, "NVIDIA " + gpu}) {
+    for (const auto& t : db.kernel_timings(label, "gemm", "bf16")) {
+      anchors.push_back(sim::gemm_anchor_from_timing(t.m, t.n, t.k, t.batch, t.time_us));
+    }
+  }
+  if (anchors.empty()) return;
+  cal.config.gemm_anchors = anchors;
+  cal.config.anchors_peak_TFLOPs = cal.config.hardware.peak_bf16_TFLOPs;
+  cal.name += "+db-gemms(" + std::to_string(anchors.size()) + ")";
+  note(db_label + ": GEMM efficiency from " + std::to_string(anchors.size()) + " measured " + gpu + " GEMMs");
+}
+
+nlohmann::json load_replay(opt::NormStream& stream) {
+  const auto db = Database::open(stream.replay_path, Access::read_only);
+  const std::int64_t run_id = db.newest_run_with_gradient_row_stats();
+  std::vector<opt::RowNormStats> stats;
+  for (auto& g : db.gradient_row_stats(run_id)) {
+    stats.push_back({g.step, g.rows, g.cols, g.world, g.rank, g.row_count, g.mean_l1, std::move(g.quantiles)});
+  }
+  const std::string where = stream.replay_path + (run_id ? " run " + std::to_string(run_id) : std::string());
+  stream.replay = std::make_shared<const opt::ReplayStats>(opt::make_replay(stats, where));
+  return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
+}
+
+}  // namespace dionsim::analysis

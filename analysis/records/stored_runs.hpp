@@ -1,0 +1,43 @@
+#pragma once
+// Reading back what a database holds, for the subcommands that start from stored runs: measured
+// configurations (calibrate --db, validate --db), stored calibrations by name (whatif and validate
+// --calibration NAME), measured GEMM timings (whatif --db), gradient row statistics (deferral
+// --norms replay:DB). Errors name the database file and the run.
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/calibration/fit_calibration.hpp"
+#include "analysis/measured/measurements.hpp"
+#include "analysis/store/store.hpp"
+#include "optimizer/deferral_stream.hpp"
+#include "sim/whatif_calibration.hpp"
+
+namespace dionsim::analysis {
+
+using Note = std::function<void(const std::string&)>;
+
+// Every measured run of `db` that describes a whole configuration (hardware, model, scope, …) with
+// its aggregated metrics; InputError when there is none or a stored metric is unknown.
+[[nodiscard]] std::vector<MeasuredConfiguration> measured_configurations_from_db(const Database& db);
+
+// The calibration stored in `db` under `name`, unless `name` is an existing file (a path wins) or
+// there is no database; nullopt then.
+[[nodiscard]] std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
+                                                            const std::string& db_label);
+// whatif --calibration: a stored name, a `dionsim calibrate` file or a kernel-calibration file, as
+// the kernel and step calibration whatif applies; `note` hears the parameters whatif does not use.
+[[nodiscard]] sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw,
+                                                             const Database* db, const std::string& db_label,
+                                                             const Note& note);
+// whatif --db: the database's measured bf16 GEMMs of this GPU replace the preset's anchors.
+void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note);
+
+// deferral --norms replay:DB: loads the newest recorded gradient row statistics of DB into the
+// stream (IoError exit 4 for a bad file, InputError exit 3 when DB has none) and returns the
+// identity of what is replayed ({"run_id", "config_hash"}) for the run's configuration.
+nlohmann::json load_replay(opt::NormStream& stream);
+
+}  // namespace dionsim::analysis
