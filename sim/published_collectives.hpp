@@ -6,25 +6,18 @@
 // NCCL's own tuning model (all-to-all, which NCCL's model does not cover: by the closed form
 // `whatif` used before this model, max(intra, inter) + latency). Nothing is fitted to the rows.
 //
-// (The reader moves to analysis/measured/ once that library exists.)
+// (The CSV reader is analysis/measured/nccl_published.hpp.)
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "analysis/measured/nccl_published.hpp"
+
 namespace dionsim::sim {
 
-struct PublishedRow {
-  int line = 0;  // in the file, 1 = header
-  std::string source, gpu, intra_fabric, nic, nccl_version, env, collective, placement, notes;
-  int gpus_per_node = 0, nodes = 0, world = 0;
-  std::int64_t size_bytes = 0;
-  double time_us = 0;
-};
-
-// Reads the CSV; throws InputError naming file:line and the field for a malformed row, IoError
-// when the file cannot be read.
-[[nodiscard]] std::vector<PublishedRow> read_published_rows(const std::string& path);
+using analysis::PublishedRow;
+using analysis::read_published_rows;
 
 // The committed cluster -> preset table: the first entry whose `gpu` text occurs in the row's
 // gpu column (and whose `nic` text, when set, in its nic column) names the preset.
