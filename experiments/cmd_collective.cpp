@@ -1,4 +1,6 @@
 // dionsim collective: one collective on a simulated fabric, nccl-tests style.
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
+#include "sim/collective_model.hpp"
 #include "sim/collective_table.hpp"
 #include "sim/collectives.hpp"
 #include "topologies/fabric_choice.hpp"
@@ -20,12 +23,25 @@ sim::CollectiveOp parse_op(const std::string& s) {
   if (s == "allgather") return sim::CollectiveOp::allgather;
   if (s == "reducescatter") return sim::CollectiveOp::reducescatter;
   if (s == "sendrecv") return sim::CollectiveOp::sendrecv;
-  throw_bad_usage("--op", s, "alltoall, allgather, reducescatter or sendrecv");
+  if (s == "allreduce") return sim::CollectiveOp::allreduce;
+  throw_bad_usage("--op", s, "alltoall, allgather, reducescatter, allreduce or sendrecv");
 }
 
 template <typename T>
 std::optional<T> get(const Command& cmd, const char* name) {
   return cmd.has(name) ? std::optional<T>(cmd.vm()[name].as<T>()) : std::nullopt;
+}
+
+// Finite and physically possible, before anything reaches the solver: a usage error naming the
+// flag, not an internal error from the engine.
+void check_range(const Command& cmd, const char* flag, double lo, double hi, const char* what) {
+  if (!cmd.has(flag)) return;
+  const double v = cmd.vm()[flag].as<double>();
+  if (!(std::isfinite(v) && v >= lo && v <= hi)) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%g", v);
+    throw_bad_usage(std::string("--") + flag, text, what);
+  }
 }
 
 std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
@@ -53,7 +69,11 @@ int run_collective(std::span<const std::string> args) {
   for (const auto& n : topo::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd.options().add_options()
       ("op", po::value<std::string>()->required(), "alltoall | allgather | reducescatter | sendrecv")
-      ("algorithm", po::value<std::string>(), "direct | ring (default: direct for alltoall, ring otherwise)")
+      ("algo", po::value<std::string>()->default_value("auto"),
+       "NCCL algorithm(s) allowed, as NCCL_ALGO: ring, tree, nvls, nvlstree, pat, a comma list, ^list, or auto")
+      ("proto", po::value<std::string>()->default_value("auto"), "NCCL protocol(s) allowed, as NCCL_PROTO: ll, ll128, simple, or auto")
+      ("nccl-model", "also print NCCL's own tuning-model prediction (time, algorithm, protocol)")
+      ("algorithm", po::value<std::string>(), "raw max-min DES of the messages instead of the collective model: direct | ring")
       ("nodes", po::value<std::int64_t>(), "number of nodes")
       ("ranks", po::value<std::int64_t>(), "number of ranks (instead of --nodes; a multiple of --gpus-per-node)")
       ("gpus-per-node", po::value<std::int64_t>()->required(), "GPUs per node (on one NVSwitch)")
@@ -62,7 +82,7 @@ int run_collective(std::span<const std::string> args) {
       ("nvlink-GBps", po::value<double>(), "custom fabric: NVLink GB/s per GPU and direction")
       ("nic-GBps", po::value<double>(), "custom fabric: NIC GB/s per GPU and direction")
       ("oversubscription", po::value<double>(), "leaf oversubscription ratio R >= 1 (overrides the fabric's)")
-      ("latency-us", po::value<double>(), "per-message latency, NVLink and network (overrides the fabric's)")
+      ("latency-us", po::value<double>(), "per-message latency, NVLink and network (overrides the fabric's; the model adds the network's to every inter-node hop)")
       ("bytes", po::value<std::string>(), "one size S (K/M/G suffixes, powers of 1024)")
       ("minbytes,b", po::value<std::string>(), "smallest size of a sweep")
       ("maxbytes,e", po::value<std::string>(), "largest size of a sweep")
@@ -73,6 +93,10 @@ int run_collective(std::span<const std::string> args) {
       ("dump-topology", po::value<std::string>(), "write the fabric as GraphViz to this .dot file");
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
+  check_range(cmd, "nvlink-GBps", 1e-9, 1e5, "a bandwidth in (0, 1e5] GB/s");
+  check_range(cmd, "nic-GBps", 1e-9, 1e5, "a bandwidth in (0, 1e5] GB/s");
+  check_range(cmd, "latency-us", 0, 1e6, "a latency in [0, 1e6] us");
+  check_range(cmd, "oversubscription", 1, 1e3, "a ratio in [1, 1000]");
 
   // Options -> config, everything validated before anything is simulated.
   const std::int64_t g = vm["gpus-per-node"].as<std::int64_t>();
@@ -89,6 +113,13 @@ int run_collective(std::span<const std::string> args) {
   if (nodes < 1 || nodes * g > (1 << 20)) throw_bad_usage("--nodes", std::to_string(nodes), "an integer >= 1 (at most 2^20 ranks)");
   sim::CollectiveSpec spec;
   spec.op = parse_op(vm["op"].as<std::string>());
+  // The collective model prices every op but send/recv; --algorithm asks for the raw DES.
+  const bool use_model = !cmd.has("algorithm") && spec.op != sim::CollectiveOp::sendrecv;
+  const sim::NcclChoice choice = sim::NcclChoice::parse(vm["algo"].as<std::string>(), vm["proto"].as<std::string>());
+  const bool with_nccl = cmd.has("nccl-model");
+  if (!use_model && (with_nccl || !vm["algo"].defaulted() || !vm["proto"].defaulted())) {
+    throw UsageError("collective: --algo, --proto and --nccl-model belong to the collective model; drop --algorithm");
+  }
   const std::string algorithm = cmd.has("algorithm") ? vm["algorithm"].as<std::string>()
                                 : spec.op == sim::CollectiveOp::alltoall ? "direct" : "ring";
   if (algorithm != "direct" && algorithm != "ring") throw_bad_usage("--algorithm", algorithm, "direct or ring");
@@ -111,7 +142,8 @@ int run_collective(std::span<const std::string> args) {
   // The exact path holds one flow per message (~400 B each): refuse what would not fit.
   const bool fast_ok = mode == sim::Mode::fast && topology.symmetric() && algorithm == "direct";
   const double messages = static_cast<double>(topology.ranks()) * (topology.ranks() - 1);
-  if (spec.op != sim::CollectiveOp::sendrecv && !fast_ok && messages > 3.4e7) {
+  if ((!use_model || spec.op == sim::CollectiveOp::alltoall) && spec.op != sim::CollectiveOp::sendrecv && !fast_ok &&
+      messages > 3.4e7 && !(use_model && mode == sim::Mode::fast && topology.symmetric())) {
     throw_bad_usage("--mode", mode_name, "a shape the exact per-flow path can hold (at most ~5800 ranks); the fast "
                                          "path needs --algorithm direct and a symmetric fabric (full leaves)");
   }
@@ -122,25 +154,38 @@ int run_collective(std::span<const std::string> args) {
     if (!dot.flush()) throw IoError(path + ": cannot write the GraphViz file");
   }
 
-  const nlohmann::json config = sim::collective_config_json(spec, mode_name, nodes, g, topology, fabric);
+  std::optional<sim::CollectiveModel> model;
+  if (use_model) model.emplace(fabric, static_cast<int>(nodes), static_cast<int>(g));
+  nlohmann::json config = sim::collective_config_json(spec, mode_name, nodes, g, topology, fabric);
+  if (use_model) config.update({{"algorithm", "model"}, {"algo", vm["algo"].as<std::string>()}, {"proto", vm["proto"].as<std::string>()}});
   log(cmd.common(), "collective: " + config.dump());
   // --db: one run per size, so an interrupted sweep resumes at the first size not stored.
   Recorder recorder(cmd.common(), "collective");
   nlohmann::json rows = nlohmann::json::array();
-  if (!cmd.common().json) std::cout << sim::collective_table_header(spec, mode_name, nodes, g, topology, fabric);
+  if (!cmd.common().json) {
+    std::cout << sim::collective_table_header(spec, mode_name, nodes, g, topology, fabric, use_model, with_nccl);
+  }
   for (const std::int64_t s : sizes) {
     spec.bytes = s;
     nlohmann::json run_config = config;
     run_config["size_bytes"] = s;
     if (spec.op == sim::CollectiveOp::sendrecv) run_config.update({{"src", spec.src}, {"dst", spec.dst}});
     if (recorder.skip(run_config)) continue;
-    const sim::CollectiveResult r = sim::simulate_collective(topology, spec, mode);
+    std::optional<sim::CollectiveCost> cost;
+    sim::CollectiveResult r;
+    if (use_model) {
+      cost = model->cost(spec.op, s, choice, mode);
+      r.time = sim::SimTime::ps(std::llround(cost->time_us * 1e6));
+      r.messages = spec.op == sim::CollectiveOp::alltoall ? static_cast<std::uint64_t>(topology.ranks()) * (topology.ranks() - 1) : 0;
+    } else {
+      r = sim::simulate_collective(topology, spec, mode);
+    }
     const sim::CollectiveRow row = sim::collective_row(spec, r, topology.ranks());
     record_collective(recorder, run_config, spec, row, r, topology.ranks(), nodes);
     if (cmd.common().json)
-      rows.push_back(sim::collective_json_row(config, row, r));
+      rows.push_back(sim::collective_json_row(config, row, r, cost ? &*cost : nullptr));
     else
-      std::cout << sim::collective_table_row(spec.op, row);
+      std::cout << sim::collective_table_row(spec.op, row, cost ? &*cost : nullptr, with_nccl);
   }
   if (cmd.common().json) print_json(rows);
   return 0;

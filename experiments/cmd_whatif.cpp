@@ -123,6 +123,7 @@ int run_whatif(std::span<const std::string> args) {
     if (common.json) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
+      row["optimizer_collectives"] = sim::collectives_json(result);
       rows.push_back(std::move(row));
     } else {
       std::cout << sim::table_row(result) << '\n' << std::flush;

@@ -14,9 +14,10 @@ int run_measure(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
 int run_report(std::span<const std::string> args);
 int run_validate(std::span<const std::string> args);
+int run_validate_collectives(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 9> table{{
+  static constexpr std::array<Subcommand, 10> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
@@ -25,6 +26,8 @@ std::span<const Subcommand> subcommands() {
       {"measure", "run the CUDA+NCCL optimizer on this machine's GPUs and record measured timings", run_measure},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},
       {"validate", "leave-one-configuration-out: predicted vs measured, error per metric", run_validate},
+      {"validate-collectives", "predict published nccl-tests rows per size regime beside NCCL's own model",
+       run_validate_collectives},
       {"report", "render an HTML/Markdown report with plots from a results database", run_report},
   }};
   return table;

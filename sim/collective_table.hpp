@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "sim/collective_model.hpp"
 #include "sim/collectives.hpp"
 #include "topologies/topology.hpp"
 
@@ -26,13 +27,17 @@ struct CollectiveRow {
                                                     const topo::Topology& topology, const topo::FabricSpec& fabric);
 
 // The table's title and column header lines, and one row.
+// With the collective model (`model`) the rows end in the algorithm/protocol it chose and, with
+// `nccl`, NCCL's own tuning-model time and choice.
 [[nodiscard]] std::string collective_table_header(const CollectiveSpec& spec, const std::string& mode,
                                                   std::int64_t nodes, std::int64_t gpus_per_node,
-                                                  const topo::Topology& topology, const topo::FabricSpec& fabric);
-[[nodiscard]] std::string collective_table_row(CollectiveOp op, const CollectiveRow& row);
+                                                  const topo::Topology& topology, const topo::FabricSpec& fabric,
+                                                  bool model = false, bool nccl = false);
+[[nodiscard]] std::string collective_table_row(CollectiveOp op, const CollectiveRow& row,
+                                               const CollectiveCost* cost = nullptr, bool nccl = false);
 
 // The --json row: the configuration, the row's numbers, whether symmetry was used, message count.
 [[nodiscard]] nlohmann::json collective_json_row(const nlohmann::json& config, const CollectiveRow& row,
-                                                 const CollectiveResult& r);
+                                                 const CollectiveResult& r, const CollectiveCost* cost = nullptr);
 
 }  // namespace dionsim::sim

@@ -14,6 +14,7 @@ const char* to_string(CollectiveOp op) {
     case CollectiveOp::allgather: return "allgather";
     case CollectiveOp::reducescatter: return "reducescatter";
     case CollectiveOp::sendrecv: return "sendrecv";
+    case CollectiveOp::allreduce: return "allreduce";
   }
   return "?";
 }
@@ -22,6 +23,7 @@ const char* to_string(Algorithm algorithm) { return algorithm == Algorithm::dire
 
 double bus_factor(CollectiveOp op, int ranks) {
   if (op == CollectiveOp::sendrecv || ranks <= 1) return 1.0;
+  if (op == CollectiveOp::allreduce) return 2.0 * (ranks - 1) / ranks;
   return static_cast<double>(ranks - 1) / ranks;
 }
 
@@ -50,6 +52,9 @@ void validate_spec(const CollectiveSpec& spec, const topo::Topology& topology) {
   if (spec.op == CollectiveOp::alltoall && spec.algorithm != Algorithm::direct) {
     throw_bad_usage("--algorithm", to_string(spec.algorithm), "'direct' for alltoall");
   }
+  if (spec.op == CollectiveOp::allreduce && spec.algorithm != Algorithm::ring) {
+    throw_bad_usage("--algorithm", to_string(spec.algorithm), "'ring' for allreduce");
+  }
 }
 
 FabricNetwork::FabricNetwork(Engine& engine, const topo::Topology& topology) : engine_(engine), topology_(topology) {
@@ -59,10 +64,36 @@ FabricNetwork::FabricNetwork(Engine& engine, const topo::Topology& topology) : e
   }
 }
 
-void FabricNetwork::send(int src, int dst, double bytes, Engine::Callback on_delivered) {
+namespace {
+
+int pxn_proxy(const topo::Topology& t, int src, int dst) {
+  if (t.spec().layout != topo::Layout::rail || t.same_domain(src, dst) || t.local_of(src) == t.local_of(dst)) {
+    return -1;
+  }
+  return t.node_of(src) * t.gpus_per_node() + t.local_of(dst);
+}
+
+std::vector<topo::LinkIndex> message_route(const topo::Topology& t, int src, int dst, bool pxn) {
+  const int proxy = pxn ? pxn_proxy(t, src, dst) : -1;
+  if (proxy < 0) return t.route(src, dst);
+  std::vector<topo::LinkIndex> r = t.route(src, proxy);
+  for (const auto l : t.route(proxy, dst)) r.push_back(l);
+  return r;
+}
+
+std::int64_t message_latency_ps(const topo::Topology& t, int src, int dst, bool pxn) {
+  const int proxy = pxn ? pxn_proxy(t, src, dst) : -1;
+  return proxy < 0 ? t.latency_ps(src, dst) : t.latency_ps(src, proxy) + t.latency_ps(proxy, dst);
+}
+
+}  // namespace
+
+void FabricNetwork::send(int src, int dst, double bytes, Engine::Callback on_delivered) { send(src, dst, bytes, false, std::move(on_delivered)); }
+
+void FabricNetwork::send(int src, int dst, double bytes, bool pxn, Engine::Callback on_delivered) {
   scratch_.clear();
-  for (const topo::LinkIndex l : topology_.route(src, dst)) scratch_.push_back(LinkUse{link_[l], 1.0});
-  engine_.start_flow(scratch_, bytes, SimTime::ps(topology_.latency_ps(src, dst)), std::move(on_delivered));
+  for (const topo::LinkIndex l : message_route(topology_, src, dst, pxn)) scratch_.push_back(LinkUse{link_[l], 1.0});
+  engine_.start_flow(scratch_, bytes, SimTime::ps(message_latency_ps(topology_, src, dst, pxn)), std::move(on_delivered));
 }
 
 namespace {
@@ -82,7 +113,7 @@ std::uint64_t FabricNetwork::launch(const CollectiveSpec& spec, Engine::Callback
   const int w = topology_.ranks();
   if (spec.bytes < 0) throw std::invalid_argument("FabricNetwork::launch: negative bytes");
   if (spec.op == CollectiveOp::sendrecv) {
-    send(spec.src, spec.dst, static_cast<double>(spec.bytes), std::move(on_done));
+    send(spec.src, spec.dst, static_cast<double>(spec.bytes), spec.pxn, std::move(on_done));
     return 1;
   }
   if (w == 1) {  // nothing leaves the rank
@@ -90,34 +121,38 @@ std::uint64_t FabricNetwork::launch(const CollectiveSpec& spec, Engine::Callback
     return 0;
   }
   const double chunk = static_cast<double>(spec.bytes) / w;
-  const std::uint64_t messages = static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(w - 1);
+  const int steps = spec.op == CollectiveOp::allreduce ? 2 * (w - 1) : w - 1;
+  const std::uint64_t messages = static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(steps);
   auto countdown = std::make_shared<Countdown>(Countdown{messages, std::move(on_done)});
   if (spec.op == CollectiveOp::alltoall || spec.algorithm == Algorithm::direct) {
     // w-1 pairwise messages per rank, all at once; the self-chunk is a local copy.
     for (int src = 0; src < w; ++src) {
-      for (int k = 1; k < w; ++k) send(src, (src + k) % w, chunk, [countdown] { countdown->tick(); });
+      for (int k = 1; k < w; ++k) send(src, (src + k) % w, chunk, spec.pxn, [countdown] { countdown->tick(); });
     }
     return messages;
   }
   // Ring (all-gather and reduce-scatter move the same chunks): w-1 steps; at step s rank r sends
   // one chunk to r+1, which forwards (or reduces into) it at step s+1 once it has arrived. The
-  // reduction's arithmetic is not modelled (it overlaps the transfer in NCCL).
+  // reduction's arithmetic is not modelled (it overlaps the transfer in NCCL). All-reduce is a
+  // reduce-scatter then an all-gather on the same ring: 2(w-1) steps.
   struct Ring : std::enable_shared_from_this<Ring> {
     FabricNetwork* net;
     int w;
+    int steps;
     double chunk;
     std::shared_ptr<Countdown> countdown;
     void step(int rank, int s) {
       const int next = (rank + 1) % w;
       net->send(rank, next, chunk, [self = shared_from_this(), next, s] {
         self->countdown->tick();
-        if (s + 1 < self->w - 1) self->step(next, s + 1);
+        if (s + 1 < self->steps) self->step(next, s + 1);
       });
     }
   };
   auto ring = std::make_shared<Ring>();
   ring->net = this;
   ring->w = w;
+  ring->steps = steps;
   ring->chunk = chunk;
   ring->countdown = countdown;
   for (int r = 0; r < w; ++r) ring->step(r, 0);
@@ -175,11 +210,11 @@ CollectiveResult simulate_symmetric_direct(const topo::Topology& t, const Collec
   std::map<std::vector<topo::LinkKind>, Class> classes;
   for (int dst = 1; dst < w; ++dst) {
     std::vector<topo::LinkKind> kinds;
-    for (const auto l : t.route(0, dst)) kinds.push_back(t.link_kind(l));
+    for (const auto l : message_route(t, 0, dst, spec.pxn)) kinds.push_back(t.link_kind(l));
     Class& c = classes[kinds];
     c.kinds = kinds;
     ++c.flows_from_rank0;
-    c.latency_ps = t.latency_ps(0, dst);
+    c.latency_ps = message_latency_ps(t, 0, dst, spec.pxn);
   }
   std::map<topo::LinkKind, std::int64_t> kind_count;
   std::map<topo::LinkKind, double> kind_capacity;

@@ -2,7 +2,7 @@
 // Collectives as flows on the engine. Sizes follow nccl-tests: `bytes` is the per-rank buffer
 // S (all-to-all: what each rank sends in total, S/w to each rank, itself included; all-gather:
 // the gathered output, S/w contributed per rank; reduce-scatter: the input, S/w kept per rank;
-// send/recv: the message). Every message pays its route's latency; a rank's chunk to itself is
+// all-reduce: the buffer, a ring of 2(w-1) steps of S/w; send/recv: the message). Every message pays its route's latency; a rank's chunk to itself is
 // a local copy and takes no network time.
 //
 // Two ways to run one:
@@ -23,13 +23,14 @@
 
 namespace dionsim::sim {
 
-enum class CollectiveOp { alltoall, allgather, reducescatter, sendrecv };
+enum class CollectiveOp { alltoall, allgather, reducescatter, sendrecv, allreduce };
 enum class Algorithm { direct, ring };
 enum class Mode { fast, exact };
 
 [[nodiscard]] const char* to_string(CollectiveOp op);
 [[nodiscard]] const char* to_string(Algorithm algorithm);
-// busbw / algbw as in nccl-tests: (n-1)/n for all-to-all, all-gather, reduce-scatter; 1 for p2p.
+// busbw / algbw as in nccl-tests: (n-1)/n for all-to-all, all-gather, reduce-scatter; 2(n-1)/n
+// for all-reduce; 1 for p2p.
 [[nodiscard]] double bus_factor(CollectiveOp op, int ranks);
 
 struct CollectiveSpec {
@@ -38,6 +39,10 @@ struct CollectiveSpec {
   std::int64_t bytes = 0;                   // S, >= 0
   int src = 0;                              // send/recv only
   int dst = 1;                              // send/recv only
+  // PXN (NCCL's default on rail-optimized fabrics): a message to a GPU of another node on
+  // another rail first crosses NVLink to the local GPU of the destination's rail, then that
+  // GPU's NIC, so it never leaves its rail's leaf. Direct collectives and p2p only.
+  bool pxn = false;
 };
 
 struct CollectiveResult {
@@ -57,6 +62,8 @@ class FabricNetwork {
 
   // Starts one message now; `on_delivered` runs when its last byte arrived plus latency.
   void send(int src, int dst, double bytes, Engine::Callback on_delivered);
+  // The same with PXN routing when `pxn` (CollectiveSpec::pxn).
+  void send(int src, int dst, double bytes, bool pxn, Engine::Callback on_delivered);
 
   // Starts the collective over all ranks now, exactly (one flow per message); `on_done` runs
   // when its last message is delivered. Returns the number of messages. Throws

@@ -113,49 +113,60 @@ StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
   return f;
 }
 
+namespace {
+
+StepFabric without_latency(StepFabric f) {
+  f.nvlink_latency_us = 0;
+  f.nic_latency_us = 0;
+  return f;
+}
+
+}  // namespace
+
 FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
                                              std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks)
     : topology_(spec, nodes, gpus_per_node),
       closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
+      closed_form_no_latency_(without_latency(step_fabric(spec, nodes, gpus_per_node))),
+      model_(spec, nodes, gpus_per_node),
       use_engine_(topology_.symmetric() || topology_.ranks() <= exact_limit_ranks) {}
 
-DurationNs FabricCollectiveTimer::time_ns(const CollectiveRequest& r) const {
-  const int w = topology_.ranks();
-  if (w <= 1 || r.bytes_sent <= 0) {
-    return 0;
-  }
-  if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
-    return closed_form_.time_ns(r);  // pinned to the measured algbw
-  }
-  if (!use_engine_ || r.kind != StepCollective::all_to_all) {
-    // All-gather / reduce-scatter: NCCL's ring (busbw = the slowest ring link), which the engine
-    // runs only per flow; the closed form equals the engine's ring (tests) and costs nothing.
-    return closed_form_.time_ns(r);
-  }
-  CollectiveSpec spec;
-  spec.algorithm = Algorithm::direct;
+std::pair<CollectiveOp, std::int64_t> FabricCollectiveTimer::model_call(const CollectiveRequest& r) const {
   switch (r.kind) {
-    case StepCollective::all_to_all:
-      spec.op = CollectiveOp::alltoall;
-      spec.bytes = r.bytes_sent;  // nccl-tests size: what one rank sends, self-chunk included
-      break;
-    case StepCollective::all_gather:
-      spec.op = CollectiveOp::allgather;
-      spec.bytes = r.bytes_sent * w;  // the gathered output
-      break;
-    case StepCollective::reduce_scatter:
-      spec.op = CollectiveOp::reducescatter;
-      spec.bytes = r.bytes_sent;  // the input
-      break;
+    case StepCollective::all_to_all: return {CollectiveOp::alltoall, r.bytes_sent};  // sent per rank, self-chunk included
+    case StepCollective::all_gather: return {CollectiveOp::allgather, r.bytes_sent * topology_.ranks()};  // the output
+    case StepCollective::reduce_scatter: return {CollectiveOp::reducescatter, r.bytes_sent};  // the input
   }
-  const auto key = std::make_pair(static_cast<int>(r.kind), spec.bytes);
-  if (const auto it = cache_.find(key); it != cache_.end()) {
-    return it->second;
-  }
-  const auto result = simulate_collective(topology_, spec, Mode::fast);
-  const DurationNs ns = (result.time.count_ps() + 999) / 1000;  // round up: never early
-  cache_.emplace(key, ns);
-  return ns;
+  return {CollectiveOp::alltoall, r.bytes_sent};
 }
+
+const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const CollectiveRequest& r) const {
+  const auto key = std::make_pair(static_cast<int>(r.kind), r.bytes_sent);
+  if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
+  Answer a;
+  if (topology_.ranks() <= 1 || r.bytes_sent <= 0) {
+    a.ns = 0;
+  } else if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
+    a.ns = closed_form_.time_ns(r);  // pinned to the measured algbw
+    a.choice = {"p2p", "measured"};
+  } else {
+    const auto [op, bytes] = model_call(r);
+    double us = 0;
+    if (op == CollectiveOp::alltoall && !use_engine_) {
+      us = model_.alltoall_latency_us(bytes) + static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
+      a.choice = {"p2p", bytes / topology_.ranks() <= 16384 ? "ll" : "simple"};
+    } else {
+      const CollectiveCost c = model_.cost(op, bytes);
+      us = c.time_us;
+      a.choice = {c.algorithm, c.protocol};
+    }
+    a.ns = static_cast<DurationNs>(std::ceil(us * 1e3));  // round up: never early
+  }
+  return cache_.emplace(key, std::move(a)).first->second;
+}
+
+DurationNs FabricCollectiveTimer::time_ns(const CollectiveRequest& r) const { return answer(r).ns; }
+
+CollectiveChoice FabricCollectiveTimer::choice(const CollectiveRequest& r) const { return answer(r).choice; }
 
 }  // namespace dionsim::sim

@@ -46,6 +46,9 @@ class CalibratedAlltoallTimer final : public CollectiveTimer {
     if (request.kind != StepCollective::all_to_all) return t;
     return static_cast<DurationNs>(std::llround(static_cast<double>(t) / efficiency_)) + latency_ns_;
   }
+  [[nodiscard]] CollectiveChoice choice(const CollectiveRequest& request) const override {
+    return inner_.choice(request);
+  }
 
  private:
   const CollectiveTimer& inner_;
@@ -54,6 +57,22 @@ class CalibratedAlltoallTimer final : public CollectiveTimer {
 };
 
 }  // namespace
+
+const OptimizerCollective* WhatifResult::find_collective(const std::string& name, std::int64_t bytes_sent) const {
+  for (const auto& c : collectives) {
+    if (c.name == name && c.bytes_sent == bytes_sent) return &c;
+  }
+  return nullptr;
+}
+
+nlohmann::json collectives_json(const WhatifResult& r) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : r.collectives) {
+    out.push_back({{"name", c.name}, {"kind", c.kind}, {"bytes_sent", c.bytes_sent}, {"count", c.count},
+                   {"algorithm", c.choice.algorithm}, {"protocol", c.choice.protocol}, {"time_ms", ms(c.time_ns)}});
+  }
+  return out;
+}
 
 nlohmann::json to_json(const WhatifConfig& c) {
   const auto& f = c.fabric;
@@ -402,6 +421,24 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   // for HBM; across domains the NIC bounds them.
   if (!crosses_domains) options.collective_hbm_slowdown = config.collective_hbm_slowdown.value_or(1.0);
   r.opt = simulate_optimizer_step(r.plan, kernels, timer, options);
+  for (const auto& group : r.plan.groups) {
+    for (const auto& phase : group.phases) {
+      const auto& c = phase.collective;
+      if (c.kind == opt::CollectiveKind::none) continue;
+      const bool a2a = c.kind == opt::CollectiveKind::all_to_all;
+      const CollectiveRequest request{a2a ? StepCollective::all_to_all : StepCollective::all_gather, c.bytes_sent,
+                                      c.bytes_per_peer};
+      auto it = std::find_if(r.collectives.begin(), r.collectives.end(), [&](const OptimizerCollective& o) {
+        return o.name == c.name && o.bytes_sent == c.bytes_sent;
+      });
+      if (it == r.collectives.end()) {
+        r.collectives.push_back({c.name, a2a ? "all_to_all" : "all_gather", c.bytes_sent, 0, timer.time_ns(request),
+                                 timer.choice(request)});
+        it = r.collectives.end() - 1;
+      }
+      ++it->count;
+    }
+  }
 
   for (const auto& m : inventory.entries) {
     r.params += m.rows * m.cols * m.count;
@@ -419,10 +456,11 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   tc.peak_bf16_TFLOPs = kernels.config().hardware.peak_bf16_TFLOPs;
   validate(tc);
   const FsdpBytes fb = fsdp_bytes(tc);
+  // FSDP's collectives: the closed form the seed calibration was fitted with (FabricCollectiveTimer::fsdp_time_ns).
   LayerCommNs layer;
-  layer.allgather_ns = timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
-  layer.reducescatter_ns = timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
-                                          fb.reducescatter_input_bytes / std::max<std::int64_t>(1, fb.shard_ranks)});
+  layer.allgather_ns = fabric_timer.fsdp_time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
+  layer.reducescatter_ns = fabric_timer.fsdp_time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
+                                                      fb.reducescatter_input_bytes / std::max<std::int64_t>(1, fb.shard_ranks)});
   if (fb.replicas > 1) {
     // Ring all-reduce = reduce-scatter + all-gather over the replicas.
     const SymmetricFabricTimer replicas(replica_fabric(config));

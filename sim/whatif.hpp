@@ -109,9 +109,23 @@ struct WhatifStudy {
 // Scopes other than global_capped take no capacity factor, so they appear once per fraction.
 [[nodiscard]] std::vector<WhatifConfig> expand(const WhatifStudy& study);
 
+// One distinct optimizer collective of the step (name, kind, size) with what the collective
+// model chose for it and its time; `count` = how often the step issues it.
+struct OptimizerCollective {
+  std::string name;
+  std::string kind;  // all_to_all | all_gather
+  std::int64_t bytes_sent = 0;
+  std::int64_t count = 0;
+  DurationNs time_ns = 0;
+  CollectiveChoice choice;
+};
+
 struct WhatifResult {
   WhatifConfig config;
   std::int64_t layers = 0;  // FSDP units the step was simulated with (0 = whole-step bound)
+  std::vector<OptimizerCollective> collectives;
+  // The entry of a collective event (by name and bytes sent), nullptr if none.
+  [[nodiscard]] const OptimizerCollective* find_collective(const std::string& name, std::int64_t bytes_sent) const;
   opt::Plan plan;
   OptimizerStepResult opt;
   FwdBwdResult fwd_bwd;
@@ -136,6 +150,9 @@ struct WhatifResult {
   [[nodiscard]] double gpu_idle_comm_window_pct() const { return opt.gpu_idle_pct(comm_window_seen_ns()); }
   [[nodiscard]] double gpu_idle_seen_pct() const { return opt.gpu_idle_pct(opt_wall_seen_ns()); }
 };
+
+// The optimizer collectives as a JSON array: name, kind, bytes, count, algorithm, protocol, time_ms.
+[[nodiscard]] nlohmann::json collectives_json(const WhatifResult& result);
 
 // The metrics of a result as flat JSON (the --json keys, also stored in the DB).
 [[nodiscard]] nlohmann::json metrics_json(const WhatifResult& result);

@@ -78,6 +78,10 @@ std::vector<TraceEvent> trace_events(const WhatifResult& r) {
       args["launches"] = e.launches;
     } else {
       args["bytes"] = e.bytes;
+      if (const auto* c = r.find_collective(e.name, e.bytes); c != nullptr && !c->choice.algorithm.empty()) {
+        args["algorithm"] = c->choice.algorithm;
+        args["protocol"] = c->choice.protocol;
+      }
     }
     out.push_back({compute ? 0 : 1, e.name, compute ? "kernel" : "collective", opt_start + e.start_ns, e.duration_ns,
                    std::move(args)});

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
+#include "sim/collective_model.hpp"
 #include "sim/collectives.hpp"
 #include "topologies/topology.hpp"
 
@@ -63,11 +65,37 @@ Measure run_child(int nodes, sim::Mode mode) {
 
 }  // namespace
 
+// The collective model's calls at 1024 ranks (128 x 8 on h100-ndr400), each on a fresh model
+// (no cache), in this process: what `collective` and `whatif` pay per call.
+void model_calls() {
+  std::printf("# collective model, 128 x 8 = 1024 ranks, h100-ndr400, fresh model per call\n");
+  std::printf("# %-10s %6s %12s %10s %14s %12s\n", "op", "mode", "bytes", "wall_s", "simulated_us", "algo/proto");
+  struct Case {
+    sim::CollectiveOp op;
+    sim::Mode mode;
+    std::int64_t bytes;
+  };
+  for (const Case c : {Case{sim::CollectiveOp::alltoall, sim::Mode::fast, 8192},
+                       Case{sim::CollectiveOp::alltoall, sim::Mode::fast, 1LL << 30},
+                       Case{sim::CollectiveOp::allgather, sim::Mode::fast, 8192},
+                       Case{sim::CollectiveOp::allgather, sim::Mode::fast, 1LL << 30},
+                       Case{sim::CollectiveOp::alltoall, sim::Mode::exact, 1LL << 30}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const sim::CollectiveModel model(topo::preset("h100-ndr400"), 128, 8);
+    const auto cost = model.cost(c.op, c.bytes, {}, c.mode);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::printf("  %-10s %6s %12lld %10.4f %14.2f %12s\n", sim::to_string(c.op), c.mode == sim::Mode::fast ? "fast" : "exact",
+                static_cast<long long>(c.bytes), wall, cost.time_us, (cost.algorithm + "/" + cost.protocol).c_str());
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   int exact_max_ranks = 1024;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--exact-max-ranks") == 0 && i + 1 < argc) exact_max_ranks = std::atoi(argv[++i]);
   }
+  model_calls();
   std::printf("# all-to-all, 1 GiB per rank, h200-ndr400 (rail, 32-port leaves), one core\n");
   std::printf("# %6s %6s %7s %10s %14s %10s %10s\n", "ranks", "mode", "flows", "wall_s", "simulated_us", "peak_MiB",
               "msgs/s");

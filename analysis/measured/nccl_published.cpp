@@ -1,0 +1,123 @@
+#include "analysis/measured/nccl_published.hpp"
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include "common/error.hpp"
+
+namespace dionsim::analysis {
+
+namespace {
+
+// RFC 4180 fields: commas inside double quotes, "" for a quote.
+std::vector<std::string> split_csv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char ch = line[i];
+    if (quoted) {
+      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cell += '"';
+        ++i;
+      } else if (ch == '"') {
+        quoted = false;
+      } else {
+        cell += ch;
+      }
+    } else if (ch == '"') {
+      quoted = true;
+    } else if (ch == ',') {
+      out.push_back(cell);
+      cell.clear();
+    } else if (ch != '\r') {
+      cell += ch;
+    }
+  }
+  out.push_back(cell);
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
+
+// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent.
+std::string env_value(const std::string& env, const std::string& key) {
+  const auto at = env.find(key + "=");
+  if (at == std::string::npos) return {};
+  const auto from = at + key.size() + 1;
+  const auto to = env.find_first_of(" ;\t", from);
+  return env.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+}  // namespace
+
+std::vector<PublishedRow> read_published_rows(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path + ": cannot open the published nccl-tests CSV");
+  std::string line;
+  if (!std::getline(in, line)) throw_bad_input(path, "header", "an empty file", "the measurements.csv header");
+  const auto header = split_csv(line);
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
+  for (const char* need : {"source", "gpu", "gpus_per_node", "nodes", "world", "nic", "env", "collective", "placement",
+                           "size_bytes", "time_us"}) {
+    if (!col.count(need)) throw_bad_input(path + ":1", need, "no such column", "the measurements.csv columns");
+  }
+  std::vector<PublishedRow> rows;
+  int number = 1;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.empty()) continue;
+    const auto f = split_csv(line);
+    const std::string where = path + ":" + std::to_string(number);
+    if (f.size() != header.size()) {
+      throw_bad_input(where, "fields", std::to_string(f.size()), std::to_string(header.size()) + " fields as in the header");
+    }
+    const auto get = [&](const char* name) -> const std::string& { return f[col.at(name)]; };
+    const auto integer = [&](const char* name, long long lo, long long hi) {
+      const std::string& v = get(name);
+      char* end = nullptr;
+      const long long x = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end != '\0' || x < lo || x > hi) {
+        throw_bad_input(where, name, v, "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      }
+      return x;
+    };
+    PublishedRow r;
+    r.line = number;
+    r.source = get("source");
+    r.gpu = get("gpu");
+    r.nic = get("nic");
+    r.env = get("env");
+    r.collective = get("collective");
+    r.placement = get("placement");
+    if (col.count("intra_fabric")) r.intra_fabric = get("intra_fabric");
+    if (col.count("nccl_version")) r.nccl_version = get("nccl_version");
+    if (col.count("notes")) r.notes = get("notes");
+    r.gpus_per_node = static_cast<int>(integer("gpus_per_node", 1, 1024));
+    r.nodes = static_cast<int>(integer("nodes", 1, 1 << 20));
+    r.world = static_cast<int>(integer("world", 1, 1 << 24));
+    r.size_bytes = integer("size_bytes", 0, 1LL << 50);
+    const std::string& t = get("time_us");
+    char* end = nullptr;
+    r.time_us = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !std::isfinite(r.time_us) || r.time_us <= 0) {
+      throw_bad_input(where, "time_us", t, "a positive time in us");
+    }
+    if (r.collective != "allgather" && r.collective != "reducescatter" && r.collective != "allreduce" &&
+        r.collective != "alltoall") {
+      throw_bad_input(where, "collective", r.collective, "allgather, reducescatter, allreduce or alltoall");
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace dionsim::analysis

@@ -1,0 +1,100 @@
+// dionsim validate-collectives: every row of the published nccl-tests CSV predicted from the
+// cluster's nominal description (sim/published_collectives.hpp), with the error per row and per
+// size regime beside NCCL's own tuning model (all-to-all: the old closed form). Nothing is fitted.
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "common/error.hpp"
+#include "experiments/cli.hpp"
+#include "sim/published_collectives.hpp"
+
+namespace dionsim::cli {
+
+namespace {
+
+double pct(int part, int whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+}  // namespace
+
+int run_validate_collectives(std::span<const std::string> args) {
+  Command cmd("validate-collectives", "[--csv FILE] [--rows] [--mapping]",
+              "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
+              "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
+              "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
+              "own tuning model (all-to-all: the closed form max(intra, inter) + latency).");
+  cmd.options().add_options()
+      ("csv", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
+       "published rows (measurements.csv columns)")
+      ("rows", "print every row's prediction")
+      ("mapping", "print the cluster -> preset table and exit");
+  if (!cmd.parse(args)) return 0;
+  const auto& vm = cmd.vm();
+  if (cmd.has("mapping")) {
+    std::printf("%-14s %-8s %s\n", "gpu contains", "nic has", "preset");
+    for (const auto& e : sim::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
+    return 0;
+  }
+  const auto rows = sim::read_published_rows(vm["csv"].as<std::string>());
+  const auto predictions = sim::predict_published(rows);
+  const auto summary = sim::summarize(predictions);
+  int skipped = 0;
+  for (const auto& p : predictions) skipped += !p.skipped.empty();
+
+  if (cmd.common().json) {
+    nlohmann::json out = {{"rows", nlohmann::json::array()}, {"regimes", nlohmann::json::array()}, {"skipped", skipped}};
+    for (const auto& p : predictions) {
+      nlohmann::json j = {{"line", p.row->line}, {"gpu", p.row->gpu}, {"preset", p.preset},
+                          {"collective", p.row->collective}, {"nodes", p.row->nodes},
+                          {"gpus_per_node", p.row->gpus_per_node}, {"size_bytes", p.row->size_bytes},
+                          {"measured_us", p.row->time_us}, {"regime", sim::to_string(sim::regime_of(p.row->size_bytes))}};
+      if (!p.skipped.empty()) {
+        j["skipped"] = p.skipped;
+      } else {
+        j.update({{"algorithm", p.algorithm}, {"protocol", p.protocol}, {"dionsim_us", p.dionsim_us},
+                  {"baseline", p.baseline}, {"baseline_us", p.baseline_us}, {"nccl_algorithm", p.nccl_algorithm},
+                  {"nccl_protocol", p.nccl_protocol}});
+      }
+      out["rows"].push_back(j);
+    }
+    for (const auto& s : summary) {
+      out["regimes"].push_back({{"regime", sim::to_string(s.regime)}, {"rows", s.rows},
+                                {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
+                                {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
+                                {"dionsim_median_abs_err", s.dionsim_median_abs_err},
+                                {"baseline_median_abs_err", s.baseline_median_abs_err}});
+    }
+    print_json(out);
+    return 0;
+  }
+  if (cmd.has("rows")) {
+    std::printf("%5s %-13s %-13s %5s %4s %12s %11s %11s %7s %11s %7s  %s\n", "line", "preset", "collective", "nodes",
+                "gpn", "size_B", "measured", "dionsim", "ratio", "baseline", "ratio", "dionsim's choice");
+    for (const auto& p : predictions) {
+      if (!p.skipped.empty()) {
+        std::printf("%5d %-13s %-13s %5d %4d %12lld %11.2f  skipped: %s\n", p.row->line, p.preset.c_str(),
+                    p.row->collective.c_str(), p.row->nodes, p.row->gpus_per_node,
+                    static_cast<long long>(p.row->size_bytes), p.row->time_us, p.skipped.c_str());
+        continue;
+      }
+      std::printf("%5d %-13s %-13s %5d %4d %12lld %11.2f %11.2f %7.3f %11.2f %7.3f  %s/%s\n", p.row->line,
+                  p.preset.c_str(), p.row->collective.c_str(), p.row->nodes, p.row->gpus_per_node,
+                  static_cast<long long>(p.row->size_bytes), p.row->time_us, p.dionsim_us,
+                  p.dionsim_us / p.row->time_us, p.baseline_us, p.baseline_us / p.row->time_us, p.algorithm.c_str(),
+                  p.protocol.c_str());
+    }
+  }
+  std::printf("# %zu rows, %d skipped (CollNet/SHARP); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
+              predictions.size(), skipped);
+  std::printf("%-24s %6s %18s %18s %16s %16s\n", "regime", "rows", "dionsim in goal %", "baseline in goal %",
+              "dionsim med |e|", "baseline med |e|");
+  for (const auto& s : summary) {
+    std::printf("%-24s %6d %18.1f %18.1f %16.3f %16.3f\n", sim::to_string(s.regime), s.rows,
+                pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.dionsim_median_abs_err,
+                s.baseline_median_abs_err);
+  }
+  return 0;
+}
+
+}  // namespace dionsim::cli

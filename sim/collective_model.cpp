@@ -1,0 +1,262 @@
+#include "sim/collective_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+namespace {
+
+// Payload per line of each protocol: LL sends 8 data bytes per 16-byte line (4 B flag per 4 B
+// data), LL128 120 of 128 bytes, Simple all of it (NCCL's protocol definitions).
+double protocol_efficiency(NcclProto p) {
+  switch (p) {
+    case NcclProto::ll: return 0.5;
+    case NcclProto::ll128: return 120.0 / 128.0;
+    case NcclProto::simple: return 1.0;
+  }
+  return 1.0;
+}
+
+// NVLink 2 Volta, 3 Ampere, 4 Hopper, 5 Blackwell.
+GpuArch arch_of(int nvlink_generation) {
+  if (nvlink_generation >= 5) return GpuArch::blackwell;
+  if (nvlink_generation == 4) return GpuArch::hopper;
+  if (nvlink_generation == 3) return GpuArch::ampere;
+  return GpuArch::volta;
+}
+
+NetKind net_of(topo::Network n) {
+  switch (n) {
+    case topo::Network::infiniband: return NetKind::ib;
+    case topo::Network::roce: return NetKind::roce;
+    case topo::Network::efa: return NetKind::efa;
+  }
+  return NetKind::ib;
+}
+
+int log2i(std::int64_t n) {
+  int l = -1;
+  while (n > 0) {
+    n >>= 1;
+    ++l;
+  }
+  return l;
+}
+
+// NCCL_P2P_LL_THRESHOLD: p2p messages up to 16 KiB go LL, larger ones Simple.
+constexpr std::int64_t kP2pLlThreshold = 16384;
+
+}  // namespace
+
+double nccl_nvlink_fraction(GpuArch arch) {
+  switch (arch) {
+    case GpuArch::volta:
+    case GpuArch::ampere: return 20.0 / 25.0;
+    case GpuArch::hopper: return 20.6 / 25.0;
+    case GpuArch::blackwell: return 40.1 / 50.0;
+  }
+  return 1.0;
+}
+
+NcclFunc to_nccl(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::allgather: return NcclFunc::allgather;
+    case CollectiveOp::reducescatter: return NcclFunc::reducescatter;
+    case CollectiveOp::allreduce: return NcclFunc::allreduce;
+    default: throw std::invalid_argument("to_nccl: not an NCCL collective of the tuning model");
+  }
+}
+
+CommShape comm_shape(const topo::FabricSpec& fabric, int nodes, int gpus_per_node) {
+  const topo::FabricSpec spec = topo::with_gpus_per_host(fabric, gpus_per_node);
+  const int world = nodes * gpus_per_node;
+  // NCCL's nodes are NVLink domains (MNNVL makes a rack one node); a partial last domain is
+  // counted as the others (NCCL sees uneven cliques; its model uses nRanks / nNodes).
+  const int domain = std::min(spec.gpus_per_nvlink_domain, world);
+  CommShape s;
+  s.arch = arch_of(spec.nvlink_generation);
+  s.nodes = (world + domain - 1) / domain;
+  s.ranks_per_node = world / s.nodes;
+  s.nvlink_GBps = spec.nvlink_GBps;
+  s.nic_GBps = spec.nic_GBps / spec.planes;  // one port per plane
+  s.nics_per_node = s.ranks_per_node * spec.planes;
+  s.net = net_of(spec.network);
+  s.nvswitch_multicast = s.arch >= GpuArch::hopper;
+  return s;
+}
+
+CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gpus_per_node, ModelOptions options)
+    : spec_(spec),
+      shape_(comm_shape(spec, nodes, gpus_per_node)),
+      nccl_(shape_),
+      options_(options),
+      hosts_(nodes),
+      gpus_per_node_(gpus_per_node) {
+  topo::validate(spec, spec.name, true);
+  if (!(std::isfinite(options.extra_hop_latency_us) && options.extra_hop_latency_us >= 0 &&
+        options.extra_hop_latency_us <= 1e6)) {
+    throw_bad_usage("--latency-us", std::to_string(options.extra_hop_latency_us), "a latency in [0, 1e6] us");
+  }
+  if (options.p2p_concurrent_peers < 1) throw std::invalid_argument("CollectiveModel: p2p_concurrent_peers < 1");
+  // The DES sees the links at NCCL's NVLink rate and the preset's NIC efficiency; every
+  // latency is in the model's latency terms, not on the flows.
+  spec_.nvlink_efficiency = nccl_nvlink_fraction(shape_.arch);
+  spec_nic_latency_us_ = spec.nic_latency_us;
+  spec_.nvlink_latency_us = 0;
+  spec_.nic_latency_us = 0;
+}
+
+std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, NcclProto p, std::int64_t bytes) const {
+  if (!nccl_.enabled(f, a, p)) return std::nullopt;
+  const CommShape& s = shape_;
+  const int n = s.ranks(), nodes = s.nodes, g = s.ranks_per_node;
+  const bool allreduce = f == NcclFunc::allreduce;
+  const int nsteps = allreduce ? 2 * (n - 1) : n - 1;
+  const double e = protocol_efficiency(p);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nvl = g > 1 ? s.nvlink_GBps * nccl_nvlink_fraction(s.arch) : inf;
+  const double nic_node = nodes > 1 ? s.nics_per_node * s.nic_GBps * spec_.nic_efficiency : inf;  // per domain
+  const NcclGraph& graph = nccl_.graph(a);
+  double algbw = 0;
+  int hops = 0;
+  switch (a) {
+    case NcclAlgo::ring: {
+      // Every channel crosses each node boundary once: the ring's bus rate is the slower of one
+      // GPU's NVLink and the node's NICs.
+      double bus = std::min(nvl, nic_node) * e;
+      if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
+      if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_ring_per_channel_GBps(s.arch));
+      algbw = bus * n / nsteps;
+      hops = nsteps;
+      break;
+    }
+    case NcclAlgo::tree: {
+      // Double binary tree, half the buffer per tree: a node internal to one tree sends S/2 up
+      // and 2 x S/2 down (and its leaf role S/2 up), 2S per direction over its NICs; with two
+      // nodes each is the root of one tree and a leaf of the other, S per direction.
+      double bus = std::min(nvl, nic_node) * e;
+      if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
+      if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_tree_per_channel_GBps(s));
+      algbw = nodes <= 2 ? bus : bus / 2;
+      hops = 2 * ((g - 1) + log2i(nodes));
+      break;
+    }
+    case NcclAlgo::nvls:
+    case NcclAlgo::nvls_tree: {
+      // In-switch reduction (multimem): per GPU and direction an all-reduce moves S·(1 + 1/G),
+      // an all-gather or reduce-scatter S; NCCL's NVLS efficiency is the switch's achieved share.
+      const double switch_rate = s.nvlink_GBps * nccl_nvlink_fraction(s.arch) * nccl_nvls_efficiency(s.arch);
+      double intra = allreduce ? switch_rate / (1.0 + 1.0 / g) : switch_rate;
+      double inter = inf;
+      if (a == NcclAlgo::nvls_tree) inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
+      algbw = std::min(intra, inter);
+      hops = a == NcclAlgo::nvls ? 1 : 1 + 2 * log2i(nodes);
+      break;
+    }
+    case NcclAlgo::pat: {
+      // Parallel aggregated trees (one GPU per node): the NIC moves the ring's bytes; NCCL's
+      // 0.75 is its achieved share.
+      algbw = std::min(nvl, nic_node) * e * 0.75 * n / nsteps;
+      hops = n;
+      break;
+    }
+  }
+  CollectiveCost c;
+  c.op = f == NcclFunc::allgather ? CollectiveOp::allgather
+         : f == NcclFunc::reducescatter ? CollectiveOp::reducescatter
+                                        : CollectiveOp::allreduce;
+  c.algorithm = to_string(a);
+  c.protocol = to_string(p);
+  // The fabric's per-message network latency is NCCL's graph latencyInter: added to every
+  // inter-node hop, twice with Simple (its flush), as tuning.cc adds it; NCCL's defaults use 0.
+  int inter_hops = 0;
+  if (nodes > 1) {
+    switch (a) {
+      case NcclAlgo::ring: inter_hops = allreduce ? 2 * (nodes - 1) : nodes - 1; break;
+      case NcclAlgo::tree: inter_hops = 2 * log2i(nodes); break;
+      case NcclAlgo::nvls: inter_hops = 1; break;
+      case NcclAlgo::nvls_tree: inter_hops = 2 * log2i(nodes); break;
+      case NcclAlgo::pat: inter_hops = log2i(nodes); break;
+    }
+  }
+  const double net_latency = spec_nic_latency_us_ * (p == NcclProto::simple ? 2 : 1);
+  c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us + inter_hops * net_latency;
+  c.bandwidth_GBps = algbw;
+  c.time_us = c.latency_us + static_cast<double>(bytes) / (1000.0 * algbw);
+  return c;
+}
+
+double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
+  const CommShape& s = shape_;
+  const int n = s.ranks(), g = s.ranks_per_node;
+  if (n <= 1) return 0;
+  const std::int64_t per_peer = bytes / n;
+  const NcclProto p = per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
+  const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
+  const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
+  const double hop_inter =
+      nccl_hw_latency_us(true, net_algo, p) + options_.extra_hop_latency_us + spec_nic_latency_us_;
+  const int c = options_.p2p_concurrent_peers;
+  const int intra_peers = g - 1, inter_peers = n - g;
+  const double rounds = std::ceil(static_cast<double>(intra_peers) / c) * hop_intra +
+                        std::ceil(static_cast<double>(inter_peers) / c) * hop_inter;
+  // The proxy thread posts every network send one after the other.
+  const double proxy = inter_peers * s.net_overhead_us;
+  return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy);
+}
+
+double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) const {
+  if (ranks() <= 1 || bytes <= 0) return 0;
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(static_cast<int>(mode), bytes);
+  if (const auto it = transfer_cache_.find(key); it != transfer_cache_.end()) return it->second;
+  if (!topology_) topology_ = std::make_unique<topo::Topology>(spec_, hosts_, gpus_per_node_);
+  CollectiveSpec spec;
+  spec.op = CollectiveOp::alltoall;
+  spec.algorithm = Algorithm::direct;
+  spec.bytes = bytes;
+  spec.pxn = options_.pxn;
+  const double us = simulate_collective(*topology_, spec, mode).time.to_us();
+  transfer_cache_.emplace(key, us);
+  return us;
+}
+
+CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed, Mode mode) const {
+  if (bytes < 0) throw_bad_usage("--bytes", std::to_string(bytes), "a size >= 0");
+  CollectiveCost c;
+  c.op = op;
+  if (ranks() <= 1 || bytes == 0) {
+    c.algorithm = op == CollectiveOp::alltoall || op == CollectiveOp::sendrecv ? "p2p" : "ring";
+    c.protocol = "simple";
+    return c;
+  }
+  if (op == CollectiveOp::alltoall) {
+    c.algorithm = "p2p";
+    c.protocol = bytes / ranks() <= kP2pLlThreshold ? "ll" : "simple";
+    c.latency_us = alltoall_latency_us(bytes);
+    const double transfer = alltoall_transfer_us(bytes, mode);
+    c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
+    c.time_us = c.latency_us + transfer;
+    return c;
+  }
+  if (op == CollectiveOp::sendrecv) {
+    throw std::invalid_argument("CollectiveModel::cost: send/recv goes through simulate_collective");
+  }
+  const NcclFunc f = to_nccl(op);
+  const auto nccl = nccl_.choose(f, bytes, allowed);
+  if (!nccl) {
+    throw UsageError("--algo/--proto: no algorithm and protocol left that NCCL enables for " + std::string(to_string(f)) +
+                     " on " + std::to_string(shape_.nodes) + " x " + std::to_string(shape_.ranks_per_node) +
+                     " ranks (NCCL would refuse the forced choice too)");
+  }
+  auto priced = price(f, nccl->algo, nccl->proto, bytes);
+  if (!priced) throw std::logic_error("CollectiveModel: NCCL's choice is not priced");
+  priced->nccl = nccl;
+  return *priced;
+}
+
+}  // namespace dionsim::sim

@@ -1,0 +1,97 @@
+#pragma once
+// dionsim's collective cost model: one answer per call, used by `dionsim collective`, by the
+// step program of `whatif` (sim/step_collectives.hpp) and by `validate-collectives`.
+//
+// For every call it returns the algorithm and protocol NCCL would run and the time it takes:
+//  * all-gather / reduce-scatter / all-reduce: the pair NCCL's tuning model picks
+//    (sim/nccl_tuning.hpp; --algo / --proto restrict it as NCCL_ALGO / NCCL_PROTO do), priced
+//    by dionsim's own physical form
+//        t = base(algo, proto) + Σ hops (intra-node and inter-node, NCCL's per-protocol
+//            hardware latencies) + bus bytes / (link-limited bandwidth × protocol efficiency)
+//    where the bandwidth is the slowest of: the GPU's NVLink rate, the node's NICs, and the
+//    protocol's per-channel ceiling (NCCL's published LL/LL128 caps), and NVLS's in-switch
+//    reduction moves S·(1 + 1/G) per GPU instead of a ring's 2S·(G−1)/G;
+//  * all-to-all: NCCL's grouped p2p. The latency part is a base plus rounds of at most
+//    `p2p_concurrent_peers` peers (each round one hop of the slowest route kind) or, when larger,
+//    the proxy's serial posting of every network message (NCCL's net overhead per message);
+//    the bandwidth part is the max-min DES on the fabric (sim/collectives.hpp) with PXN routing
+//    on rail-optimized fabrics (a message to another rail goes over NVLink to the local GPU of
+//    the destination's rail first). Mode::fast uses the symmetric classes, Mode::exact one flow
+//    per message; both give the same time.
+// Sources of every constant: docs/simulator.md, "The collective model".
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "sim/collectives.hpp"
+#include "sim/nccl_tuning.hpp"
+#include "topologies/topology.hpp"
+
+namespace dionsim::sim {
+
+// What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
+struct ModelOptions {
+  double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
+  bool pxn = true;                  // PXN routing of all-to-alls on rail-optimized fabrics
+  int p2p_concurrent_peers = 16;    // NCCL p2p channels (32) / channels per peer (2)
+};
+
+struct CollectiveCost {
+  CollectiveOp op = CollectiveOp::allgather;
+  std::string algorithm;  // ring | tree | nvls | nvlstree | pat | p2p (all-to-all, send/recv)
+  std::string protocol;   // ll | ll128 | simple
+  double time_us = 0;
+  double latency_us = 0;  // the size-independent part
+  double bandwidth_GBps = 0;  // algorithm bandwidth of the size-dependent part (0 when none)
+  std::optional<NcclPrediction> nccl;  // NCCL's own model for the same call (not for all-to-all)
+};
+
+// The NCCL communicator view of a fabric at a size (`nodes` hosts of `gpus_per_node`): NVLink
+// domains are NCCL's nodes, the architecture follows from the NVLink generation (3 Ampere,
+// 4 Hopper, 5 Blackwell), every GPU has one NIC port per plane, NVLS where the NVSwitch
+// multicasts (Hopper+).
+[[nodiscard]] CommShape comm_shape(const topo::FabricSpec& spec, int nodes, int gpus_per_node);
+
+class CollectiveModel {
+ public:
+  CollectiveModel(const topo::FabricSpec& spec, int nodes, int gpus_per_node, ModelOptions options = {});
+
+  [[nodiscard]] const CommShape& shape() const { return shape_; }
+  [[nodiscard]] const NcclTuningModel& nccl() const { return nccl_; }
+  [[nodiscard]] int ranks() const { return shape_.ranks(); }
+
+  // One call; `bytes` = nccl-tests size (all-gather: gathered output; reduce-scatter /
+  // all-reduce: input; all-to-all: sent per rank, self-chunk included). Throws UsageError when
+  // `allowed` leaves no enabled pair (naming --algo/--proto).
+  [[nodiscard]] CollectiveCost cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed = {},
+                                    Mode mode = Mode::fast) const;
+  // dionsim's price of one given pair (nullopt where NCCL does not enable it).
+  [[nodiscard]] std::optional<CollectiveCost> price(NcclFunc f, NcclAlgo a, NcclProto p, std::int64_t bytes) const;
+
+  // The all-to-all's parts (tests and docs): latency and the DES's bandwidth time.
+  [[nodiscard]] double alltoall_latency_us(std::int64_t bytes) const;
+  [[nodiscard]] double alltoall_transfer_us(std::int64_t bytes, Mode mode) const;
+
+ private:
+  topo::FabricSpec spec_;  // as the DES sees it: NCCL's NVLink rate, no per-message latency
+  CommShape shape_;
+  NcclTuningModel nccl_;
+  ModelOptions options_;
+  double spec_nic_latency_us_ = 0;  // the fabric's network latency per message (NCCL's latencyInter)
+  int hosts_;
+  int gpus_per_node_;
+  // The fabric for the all-to-all's DES, built on first use; transfer times cached per size.
+  mutable std::mutex mutex_;
+  mutable std::unique_ptr<topo::Topology> topology_;
+  mutable std::map<std::pair<int, std::int64_t>, double> transfer_cache_;
+};
+
+[[nodiscard]] NcclFunc to_nccl(CollectiveOp op);  // throws std::invalid_argument for all-to-all / p2p
+
+// NCCL's per-link NVLink rate over the nominal (topo.h): the achievable fraction of nvlink_GBps.
+[[nodiscard]] double nccl_nvlink_fraction(GpuArch arch);
+
+}  // namespace dionsim::sim

@@ -1,0 +1,387 @@
+// NCCL 2.28.3's tuning model from its published constants (src/graph/tuning.cc) and the speed
+// tables and channel duplication of its topology search (src/graph/search.cc). The code is
+// dionsim's; the numbers and rules are NCCL's, cited beside each table.
+#include "sim/nccl_tuning.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <vector>
+
+#include "common/error.hpp"
+
+namespace dionsim::sim {
+
+const char* to_string(GpuArch a) {
+  switch (a) {
+    case GpuArch::volta: return "volta";
+    case GpuArch::ampere: return "ampere";
+    case GpuArch::hopper: return "hopper";
+    case GpuArch::blackwell: return "blackwell";
+  }
+  return "?";
+}
+const char* to_string(NetKind k) {
+  switch (k) {
+    case NetKind::ib: return "ib";
+    case NetKind::roce: return "roce";
+    case NetKind::efa: return "efa";
+  }
+  return "?";
+}
+const char* to_string(NcclFunc f) {
+  switch (f) {
+    case NcclFunc::allgather: return "allgather";
+    case NcclFunc::reducescatter: return "reducescatter";
+    case NcclFunc::allreduce: return "allreduce";
+  }
+  return "?";
+}
+const char* to_string(NcclAlgo a) {
+  switch (a) {
+    case NcclAlgo::ring: return "ring";
+    case NcclAlgo::tree: return "tree";
+    case NcclAlgo::nvls: return "nvls";
+    case NcclAlgo::nvls_tree: return "nvlstree";
+    case NcclAlgo::pat: return "pat";
+  }
+  return "?";
+}
+const char* to_string(NcclProto p) {
+  switch (p) {
+    case NcclProto::ll: return "ll";
+    case NcclProto::ll128: return "ll128";
+    case NcclProto::simple: return "simple";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr int kRing = static_cast<int>(NcclAlgo::ring);
+constexpr int kTree = static_cast<int>(NcclAlgo::tree);
+constexpr int kNvls = static_cast<int>(NcclAlgo::nvls);
+constexpr int kNvlsTree = static_cast<int>(NcclAlgo::nvls_tree);
+constexpr int kPat = static_cast<int>(NcclAlgo::pat);
+constexpr int kLL = 0, kLL128 = 1, kSimple = 2;
+constexpr int kHwNvlink = 0, kHwNet = 1;
+
+// tuning.cc ncclTunerConstantsDefaults (2.28.3), CollNet rows dropped, rows reordered to
+// dionsim's NcclAlgo order (ring, tree, nvls, nvls_tree, pat; NCCL lists tree first). us.
+constexpr double kBaseLat[kNcclAlgos][kNcclProtos] = {
+    {6.6, 14.0, 8.4}, {6.8, 14.0, 8.4}, {0, 0, 0}, {0, 0, 0}, {8.0, 8.0, 8.0}};
+// Per hop, NVLink then network (the PCI row is never used: every GPU of a dionsim node sits on
+// an NVSwitch); same row order.
+constexpr double kHwLat[2][kNcclAlgos][kNcclProtos] = {
+    {{.6, 1.9, 3.4}, {.6, 1.25, 4.0}, {0, 0, 25}, {0, 0, 25}, {0, 0, 4.0}},
+    {{2.7, 4.0, 14.0}, {5.0, 8.5, 14}, {0, 0, 18}, {0, 0, 14}, {0, 0, 14}}};
+// [cc or cpu index][min(nodes,3)-1], GB/s.
+constexpr double kLlMaxBw[4][3] = {{39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+constexpr double kPerChMaxRingLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 36.7}, {73.4, 73.4, 73.4}};
+constexpr double kPerChMaxTreeLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChMaxTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kPerChMaxNvlsTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.1}};
+constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+// Powers of two from 64 B (index = log2(bytes / 64)); LL, LL128, Simple.
+constexpr double kTreeCorrection[kNcclProtos][23] = {
+    {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
+    {1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0},
+    {.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9}};
+
+// search.cc speed tables (GB/s per channel), by architecture; intra = single node.
+const std::vector<double>& speeds(GpuArch arch, bool inter) {
+  static const std::vector<double> intra = {40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0};
+  static const std::vector<double> inter_ = {48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0,
+                                             7.0,  6.0,  5.0,  4.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> sm90_intra = {60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0};
+  static const std::vector<double> sm90_inter = {48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                                                 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  static const std::vector<double> sm100_intra = {90.0, 80.0, 70.0, 60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0};
+  static const std::vector<double> sm100_inter = {96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0,
+                                                  17.5, 15.0, 12.0, 6.0,  3.0,  2.4,  1.2,  0.24, 0.12};
+  if (arch == GpuArch::blackwell) return inter ? sm100_inter : sm100_intra;
+  if (arch == GpuArch::hopper) return inter ? sm90_inter : sm90_intra;
+  return inter ? inter_ : intra;
+}
+
+int cc_index(GpuArch a) { return static_cast<int>(a); }
+int cc_of(GpuArch a) {
+  switch (a) {
+    case GpuArch::volta: return 70;
+    case GpuArch::ampere: return 80;
+    case GpuArch::hopper: return 90;
+    case GpuArch::blackwell: return 100;
+  }
+  return 90;
+}
+
+// NCCL's NVLink bandwidth per link over the nominal 25 GB/s (NVLink 2-4) or 50 GB/s (NVLink 5)
+// (topo.h: SM70/SM80 20.0, SM90 20.6, SM100 40.1 GB/s): the GPU's NVSwitch bandwidth as the
+// search sees it.
+double nccl_nvlink_GBps(const CommShape& s) {
+  switch (s.arch) {
+    case GpuArch::volta:
+    case GpuArch::ampere: return s.nvlink_GBps * 20.0 / 25.0;
+    case GpuArch::hopper: return s.nvlink_GBps * 20.6 / 25.0;
+    case GpuArch::blackwell: return s.nvlink_GBps * 40.1 / 50.0;
+  }
+  return s.nvlink_GBps;
+}
+
+int log2i(std::int64_t n) {
+  int l = -1;
+  while (n > 0) {
+    n >>= 1;
+    ++l;
+  }
+  return l;
+}
+
+constexpr int kMaxRingChannels = 32;  // MAXCHANNELS / 2, the ring and tree searches' maximum
+
+// The best channels x speed a search could find at one speed table: as many channels as the
+// per-channel budget allows, the first (fastest) speed that reaches the largest total; then
+// ncclTopoDupChannels.
+NcclGraph ring_like_graph(const CommShape& s) {
+  const bool multi = s.nodes > 1;
+  const double nvl = nccl_nvlink_GBps(s);
+  NcclGraph best;
+  for (const double speed : speeds(s.arch, multi)) {
+    int ch = kMaxRingChannels;
+    if (s.ranks_per_node > 1) ch = std::min(ch, static_cast<int>(std::floor(nvl / speed + 1e-9)));
+    if (multi) {
+      if (speed > s.nic_GBps + 1e-9) continue;
+      ch = std::min(ch, s.nics_per_node * static_cast<int>(std::floor(s.nic_GBps / speed + 1e-9)));
+    } else if (speed > nvl + 1e-9) {
+      continue;
+    }
+    if (ch < 1) continue;
+    if (ch * speed > best.channels * best.bw_intra_GBps + 1e-9) best = {ch, speed, speed};
+  }
+  if (best.channels == 0) best = {1, speeds(s.arch, multi).back(), speeds(s.arch, multi).back()};
+  // ncclTopoDupChannels.
+  if (best.bw_intra_GBps >= 25.0 && !(cc_of(s.arch) > 80 && best.bw_intra_GBps < 50.0 && best.channels > 4)) {
+    const int dup = std::min(best.channels * 2, kMaxRingChannels);
+    const int div = (dup + best.channels - 1) / best.channels;
+    best.bw_intra_GBps /= div;
+    best.bw_inter_GBps /= div;
+    best.channels = dup;
+  }
+  return best;
+}
+
+// NVLS: one channel per local GPU (the search's min = max), NVLink budget scaled by
+// ngpus/(ngpus-1) as for every non-ring pattern; no duplication.
+NcclGraph nvls_graph(const CommShape& s) {
+  NcclGraph g;
+  if (s.arch < GpuArch::hopper || !s.nvswitch_multicast || s.ranks_per_node < 2) return g;
+  const int ch = std::min(s.ranks_per_node, kMaxRingChannels);
+  const double budget = nccl_nvlink_GBps(s) * s.ranks_per_node / (s.ranks_per_node - 1.0);
+  const bool multi = s.nodes > 1;
+  for (const double speed : speeds(s.arch, multi)) {
+    if (ch * speed > budget + 1e-9) continue;
+    if (multi && speed > s.nic_GBps + 1e-9) continue;
+    g = {ch, speed, speed};
+    break;
+  }
+  return g;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+double nccl_hw_latency_us(bool network, NcclAlgo a, NcclProto p) {
+  return kHwLat[network ? kHwNet : kHwNvlink][static_cast<int>(a)][static_cast<int>(p)];
+}
+double nccl_base_latency_us(NcclAlgo a, NcclProto p) { return kBaseLat[static_cast<int>(a)][static_cast<int>(p)]; }
+double nccl_ll_max_bw_GBps(const CommShape& s) {
+  const int index2 = s.nodes <= 2 ? s.nodes - 1 : 2;
+  const int index1 = s.nodes == 1 ? cc_index(s.arch) : (s.net_overhead_us >= 2.0 ? 1 : 0);
+  return kLlMaxBw[index1][index2];
+}
+double nccl_ll128_ring_per_channel_GBps(GpuArch arch) { return kPerChMaxRingLL128[cc_index(arch)][0]; }
+double nccl_ll128_tree_per_channel_GBps(const CommShape& s) {
+  return kPerChMaxTreeLL128[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+}
+double nccl_nvls_efficiency(GpuArch arch) { return kNvlsEfficiency[cc_index(arch)]; }
+
+std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
+  std::array<NcclGraph, kNcclAlgos> g{};
+  g[kRing] = ring_like_graph(s);
+  g[kTree] = g[kRing];  // the tree search meets the same per-channel budgets
+  g[kPat] = g[kRing];
+  g[kNvls] = nvls_graph(s);
+  g[kNvlsTree] = g[kNvls];
+  return g;
+}
+
+void validate(const CommShape& s, const std::string& where) {
+  const auto bad = [&](const char* field, const std::string& got, const char* expected) {
+    throw UsageError(describe_bad_value(where, field, got, expected));
+  };
+  if (s.nodes < 1 || s.nodes > (1 << 20)) bad("nodes", std::to_string(s.nodes), "an integer in [1, 2^20]");
+  if (s.ranks_per_node < 1 || s.ranks_per_node > 1024)
+    bad("ranks_per_node", std::to_string(s.ranks_per_node), "an integer in [1, 1024]");
+  if (!(std::isfinite(s.nvlink_GBps) && s.nvlink_GBps > 0 && s.nvlink_GBps <= 1e5))
+    bad("nvlink_GBps", std::to_string(s.nvlink_GBps), "a bandwidth in (0, 1e5] GB/s");
+  if (s.nodes > 1) {
+    if (!(std::isfinite(s.nic_GBps) && s.nic_GBps > 0 && s.nic_GBps <= 1e5))
+      bad("nic_GBps", std::to_string(s.nic_GBps), "a bandwidth in (0, 1e5] GB/s");
+    if (s.nics_per_node < 1 || s.nics_per_node > 4096)
+      bad("nics_per_node", std::to_string(s.nics_per_node), "an integer in [1, 4096]");
+  }
+  if (!(std::isfinite(s.net_overhead_us) && s.net_overhead_us >= 0 && s.net_overhead_us <= 1e3))
+    bad("net_overhead_us", std::to_string(s.net_overhead_us), "a latency in [0, 1000] us");
+}
+
+NcclChoice NcclChoice::parse(const std::string& algos, const std::string& protos, const std::string& algo_flag,
+                             const std::string& proto_flag) {
+  NcclChoice c;
+  const auto parse_list = [](const std::string& text, const std::vector<std::string>& names, auto& set,
+                             const std::string& flag) {
+    std::string body = lower(text);
+    if (body.empty() || body == "auto") return;  // NCCL's default: everything
+    bool negate = false;
+    if (body[0] == '^') {
+      negate = true;
+      body.erase(0, 1);
+    }
+    for (auto& v : set) v = negate;
+    std::stringstream in(body);
+    std::string item;
+    std::string known;
+    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+    while (std::getline(in, item, ',')) {
+      const auto it = std::find(names.begin(), names.end(), item);
+      if (it == names.end()) throw_bad_usage(flag, text, "a comma list of " + known + " (optionally '^' first), or auto");
+      set[static_cast<std::size_t>(it - names.begin())] = !negate;
+    }
+  };
+  parse_list(algos, {"ring", "tree", "nvls", "nvlstree", "pat"}, c.algos, algo_flag);
+  parse_list(protos, {"ll", "ll128", "simple"}, c.protos, proto_flag);
+  return c;
+}
+
+NcclTuningModel::NcclTuningModel(const CommShape& s) : shape_(s) {
+  validate(s, "communicator");
+  graphs_ = nccl_graphs(s);
+  const int nodes = s.nodes;
+  const int ranks = s.ranks();
+  const double ppn = static_cast<double>(ranks) / nodes;
+  const int cc = cc_index(s.arch);
+  const int index2 = nodes <= 2 ? nodes - 1 : 2;
+  const bool amd_host = s.net_overhead_us >= 2.0;
+  const int index1 = nodes == 1 ? cc : (amd_host ? 1 : 0);
+  const double ll_max = kLlMaxBw[index1][index2];
+  const bool tree_pattern = cc_of(s.arch) >= 90;  // sm90+ searches degrade balanced trees to trees
+  const bool pat_on = nodes == ranks;             // PAT: one GPU per node (2.28 ncclPatEnable)
+  for (int f = 0; f < 3; ++f) {
+    const auto func = static_cast<NcclFunc>(f);
+    const bool allreduce = func == NcclFunc::allreduce;
+    const int nsteps = allreduce ? 2 * (ranks - 1) : ranks - 1;
+    for (int a = 0; a < kNcclAlgos; ++a) {
+      if (!allreduce && a != kPat && a != kRing && a != kNvls) continue;
+      if (allreduce && a == kPat) continue;
+      const NcclGraph& g = graphs_[a];
+      for (int p = 0; p < kNcclProtos; ++p) {
+        bandwidth_[f][a][p] = 0;
+        latency_[f][a][p] = 0;
+        if ((a == kNvls || a == kNvlsTree) && p != kSimple) continue;
+        if (a == kPat && (p != kSimple || !pat_on)) continue;
+        if (g.channels == 0) continue;
+        double bw = nodes <= 2 ? g.bw_intra_GBps : g.bw_inter_GBps;
+        if (a == kNvls || a == kNvlsTree) {
+          if (g.channels < 2) continue;
+          double intra = g.bw_intra_GBps * kNvlsEfficiency[cc] * (g.channels - 1) / g.channels;
+          intra *= allreduce ? 2.0 : (ppn - 1) / ppn;
+          const double inter = g.bw_inter_GBps * ((nodes <= 2 && a == kNvlsTree) ? 2 : 1);
+          bw = std::min({intra, inter, a == kNvlsTree ? kPerChMaxNvlsTree[cc][index2] : std::numeric_limits<double>::max()});
+        }
+        double bus = g.channels * bw;
+        if (a == kRing && p == kLL) bus = std::min(ll_max, bus * .5);
+        if (a == kRing && p == kLL128) bus = std::min(bus * 0.92, g.channels * kPerChMaxRingLL128[cc][index2]);
+        if (a == kTree && allreduce) bus = std::min(bus * .92, g.channels * kPerChMaxTree[cc][index2]);
+        if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
+        if (a == kTree && p == kLL128)
+          bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128[cc][index2]);
+        if (a == kTree && tree_pattern) bus *= .85;
+        if (a == kPat) bus *= .75;
+        if (!(a != kRing && !allreduce)) bus *= (a == kRing || a == kNvls || a == kNvlsTree) ? double(ranks) / nsteps : .5;
+        bandwidth_[f][a][p] = bus;
+
+        double lat = kBaseLat[a][p];
+        double intra_lat = kHwLat[kHwNvlink][a][p];
+        double inter_lat = ppn == 1 ? kHwLat[kHwNet][kTree][p] : kHwLat[kHwNet][a][p];  // graph latencyInter: 0
+        if (a == kRing) {
+          double overhead = 0;
+          if (nodes > 1) overhead = s.net_overhead_us * (p == kSimple ? 3 : 1);
+          intra_lat = std::max(intra_lat, overhead);
+          const int inter_steps = nodes == 1 ? 0 : allreduce ? 2 * (nodes - 1) : nodes - 1;
+          lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+        } else if (a == kTree) {
+          lat += 2 * ((ranks / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+        } else if (a == kNvls) {
+          lat = intra_lat + (nodes > 1 ? inter_lat : 0);
+        } else if (a == kNvlsTree) {
+          lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+        } else if (a == kPat) {
+          lat += log2i(nodes) * (inter_lat / 3.5) + ranks * 2.8;
+        }
+        latency_[f][a][p] = lat;
+      }
+    }
+    // Enable rules: NVLS Tree needs several nodes; NVLS across nodes needs CollNet (off);
+    // LL128 is on for Volta+ over NVLink with GPU-direct NICs (all dionsim fabrics).
+    for (int a = 0; a < kNcclAlgos; ++a) {
+      const bool off = (nodes == 1 && a == kNvlsTree) || (nodes > 1 && a == kNvls);
+      if (off)
+        for (int p = 0; p < kNcclProtos; ++p) bandwidth_[f][a][p] = 0;
+    }
+  }
+}
+
+bool NcclTuningModel::enabled(NcclFunc f, NcclAlgo a, NcclProto p) const {
+  return bandwidth_[static_cast<int>(f)][static_cast<int>(a)][static_cast<int>(p)] > 0;
+}
+
+std::optional<NcclPrediction> NcclTuningModel::predict(NcclFunc f, NcclAlgo a, NcclProto p, std::int64_t bytes) const {
+  if (shape_.ranks() <= 1 || !enabled(f, a, p)) return std::nullopt;
+  const int fi = static_cast<int>(f), ai = static_cast<int>(a), pi = static_cast<int>(p);
+  double bw = bandwidth_[fi][ai][pi];
+  double lat = latency_[fi][ai][pi];
+  const int log_size = log2i(bytes >> 6);
+  if (a == NcclAlgo::tree && f == NcclFunc::allreduce && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[pi][log_size];
+  const double per_channel_rank = static_cast<double>(bytes) / (graphs_[kRing].channels * shape_.ranks());
+  if (a == NcclAlgo::ring && p == NcclProto::simple && shape_.nodes > 1 && f == NcclFunc::allreduce &&
+      per_channel_rank >= 64) {
+    lat *= cc_of(shape_.arch) < 80 ? 1.9 : 1.4;  // "plateau effect of ring"
+  }
+  NcclPrediction out;
+  out.algo = a;
+  out.proto = p;
+  out.latency_us = lat;
+  out.bw_GBps = bw;
+  out.time_us = lat + static_cast<double>(bytes) / (1000.0 * bw);
+  return out;
+}
+
+std::optional<NcclPrediction> NcclTuningModel::choose(NcclFunc f, std::int64_t bytes, const NcclChoice& allowed) const {
+  std::optional<NcclPrediction> best;
+  for (int a = 0; a < kNcclAlgos; ++a) {
+    if (!allowed.algos[a]) continue;
+    for (int p = 0; p < kNcclProtos; ++p) {
+      if (!allowed.protos[p]) continue;
+      const auto t = predict(f, static_cast<NcclAlgo>(a), static_cast<NcclProto>(p), bytes);
+      if (t && (!best || t->time_us < best->time_us)) best = t;
+    }
+  }
+  return best;
+}
+
+}  // namespace dionsim::sim

@@ -1,0 +1,117 @@
+#pragma once
+// NCCL's own tuning model (src/graph/tuning.cc of NCCL 2.28.3: ncclTopoTuneModel and
+// ncclTopoGetAlgoTime), rewritten from its published constants and rules, for a communicator
+// described by its nominal hardware. It is used twice:
+//  * to choose the algorithm and protocol NCCL would run for a call (NCCL picks the lowest
+//    predicted time among the enabled pairs; NCCL_ALGO / NCCL_PROTO restrict the set), which
+//    dionsim's own cost model (sim/collective_model.hpp) then prices;
+//  * as the baseline `collective --nccl-model` and `validate-collectives` print beside dionsim.
+//
+// NCCL computes its inputs (channels, per-channel bandwidth) by searching the machine's topology
+// (src/graph/search.cc); dionsim has no PCI tree, so `nccl_graphs` approximates that search from
+// the nominal link bandwidths with NCCL's own speed tables and channel-duplication rule (see
+// docs/simulator.md, "NCCL's tuning model"). CollNet / SHARP is out of scope.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace dionsim::sim {
+
+enum class GpuArch { volta, ampere, hopper, blackwell };
+enum class NetKind { ib, roce, efa };
+enum class NcclFunc { allgather, reducescatter, allreduce };
+enum class NcclAlgo { ring, tree, nvls, nvls_tree, pat };
+enum class NcclProto { ll, ll128, simple };
+inline constexpr int kNcclAlgos = 5;
+inline constexpr int kNcclProtos = 3;
+
+[[nodiscard]] const char* to_string(GpuArch a);
+[[nodiscard]] const char* to_string(NetKind k);
+[[nodiscard]] const char* to_string(NcclFunc f);
+[[nodiscard]] const char* to_string(NcclAlgo a);
+[[nodiscard]] const char* to_string(NcclProto p);
+
+// A communicator as NCCL sees it: `nodes` = NVLink domains (an NVL72 rack with MNNVL is one
+// node of 72 local ranks), every GPU of a node on one NVSwitch fabric.
+struct CommShape {
+  GpuArch arch = GpuArch::hopper;
+  int nodes = 1;
+  int ranks_per_node = 1;
+  double nvlink_GBps = 0;   // nominal, per GPU and direction
+  double nic_GBps = 0;      // nominal line rate of one NIC, per direction
+  int nics_per_node = 0;    // distinct NICs of a node the rings can use
+  NetKind net = NetKind::ib;
+  bool nvswitch_multicast = true;  // NVLS possible (Hopper+ NVSwitch systems)
+  double net_overhead_us = 1.0;    // getNetOverhead: 1 us (Intel / Arm), 2 us (AMD hosts)
+  [[nodiscard]] int ranks() const { return nodes * ranks_per_node; }
+};
+
+// What NCCL's topology search yields for one algorithm's graph (approximated).
+struct NcclGraph {
+  int channels = 0;
+  double bw_intra_GBps = 0;  // per channel
+  double bw_inter_GBps = 0;  // per channel
+};
+
+// Which pairs a run may use: NCCL_ALGO / NCCL_PROTO as a set (all true = NCCL's default).
+struct NcclChoice {
+  std::array<bool, kNcclAlgos> algos{true, true, true, true, true};
+  std::array<bool, kNcclProtos> protos{true, true, true};
+  // "ring" -> only ring; "^tree" -> all but tree; comma lists; case-insensitive, as NCCL parses
+  // them. Throws UsageError naming `flag` for an unknown name.
+  static NcclChoice parse(const std::string& algos, const std::string& protos, const std::string& algo_flag = "--algo",
+                          const std::string& proto_flag = "--proto");
+};
+
+struct NcclPrediction {
+  NcclAlgo algo = NcclAlgo::ring;
+  NcclProto proto = NcclProto::simple;
+  double latency_us = 0;  // comm->latencies (after the size-dependent corrections)
+  double bw_GBps = 0;     // comm->bandwidths: algorithm bandwidth on nBytes
+  double time_us = 0;     // latency + nBytes / bw
+};
+
+class NcclTuningModel {
+ public:
+  explicit NcclTuningModel(const CommShape& shape);  // throws UsageError for a bad shape
+
+  [[nodiscard]] const CommShape& shape() const { return shape_; }
+  [[nodiscard]] const NcclGraph& graph(NcclAlgo a) const { return graphs_[static_cast<int>(a)]; }
+  // Whether NCCL would consider (func, algo, proto) at all (bandwidth > 0 after its enable rules).
+  [[nodiscard]] bool enabled(NcclFunc f, NcclAlgo a, NcclProto p) const;
+  // The model's time for one pair; nullopt where NCCL disables it. `bytes` = nccl-tests size
+  // (all-gather: the gathered output; reduce-scatter and all-reduce: the input).
+  [[nodiscard]] std::optional<NcclPrediction> predict(NcclFunc f, NcclAlgo a, NcclProto p, std::int64_t bytes) const;
+  // comm->latencies and comm->bandwidths as set at init (before the size-dependent corrections).
+  [[nodiscard]] double base_latency_us(NcclFunc f, NcclAlgo a, NcclProto p) const {
+    return latency_[static_cast<int>(f)][static_cast<int>(a)][static_cast<int>(p)];
+  }
+  [[nodiscard]] double base_bandwidth_GBps(NcclFunc f, NcclAlgo a, NcclProto p) const {
+    return bandwidth_[static_cast<int>(f)][static_cast<int>(a)][static_cast<int>(p)];
+  }
+  // NCCL's choice among the allowed, enabled pairs: the lowest time. nullopt if none is left.
+  [[nodiscard]] std::optional<NcclPrediction> choose(NcclFunc f, std::int64_t bytes, const NcclChoice& allowed = {}) const;
+
+ private:
+  CommShape shape_;
+  std::array<NcclGraph, kNcclAlgos> graphs_{};
+  double latency_[3][kNcclAlgos][kNcclProtos]{};
+  double bandwidth_[3][kNcclAlgos][kNcclProtos]{};
+};
+
+// tuning.cc constants that dionsim's own model reuses (docs/simulator.md lists them).
+[[nodiscard]] double nccl_hw_latency_us(bool network, NcclAlgo a, NcclProto p);
+[[nodiscard]] double nccl_base_latency_us(NcclAlgo a, NcclProto p);
+[[nodiscard]] double nccl_ll_max_bw_GBps(const CommShape& shape);
+[[nodiscard]] double nccl_ll128_ring_per_channel_GBps(GpuArch arch);
+[[nodiscard]] double nccl_ll128_tree_per_channel_GBps(const CommShape& shape);
+[[nodiscard]] double nccl_nvls_efficiency(GpuArch arch);
+
+// The graph search, approximated: see the header comment.
+[[nodiscard]] std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& shape);
+
+// Checks every field; throws UsageError naming `where` and the field.
+void validate(const CommShape& shape, const std::string& where);
+
+}  // namespace dionsim::sim

@@ -1,0 +1,159 @@
+#include "sim/published_collectives.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "common/error.hpp"
+#include "sim/collective_model.hpp"
+#include "sim/step_collectives.hpp"
+#include "topologies/topology.hpp"
+
+namespace dionsim::sim {
+
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
+
+// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent.
+std::string env_value(const std::string& env, const std::string& key) {
+  const auto at = env.find(key + "=");
+  if (at == std::string::npos) return {};
+  const auto from = at + key.size() + 1;
+  const auto to = env.find_first_of(" ;\t", from);
+  return env.substr(from, to == std::string::npos ? std::string::npos : to - from);
+}
+
+}  // namespace
+
+const std::vector<ClusterPreset>& cluster_presets() {
+  // The table ("today's clusters"); the first match wins, so instance types come before
+  // GPU names and RoCE before the InfiniBand default.
+  static const std::vector<ClusterPreset> table = {
+      {"p5en", "", "p5en-efa"},       {"p5.48xlarge", "", "p5-efa"},  {"p4d", "", "p4d-efa"},
+      {"GB300", "", "gb300-nvl72"},   {"GB200", "", "gb200-nvl72"},   {"B200", "RoCE", "b200-roce400"},
+      {"B200", "", "b200-ndr400"},    {"H200", "", "h200-ndr400"},    {"H100", "RoCE", "h100-roce400"},
+      {"H100", "", "h100-ndr400"},    {"A100", "RoCE", "a100-roce100"}, {"A100", "", "a100-hdr200"},
+  };
+  return table;
+}
+
+std::optional<std::string> preset_for(const PublishedRow& row) {
+  for (const auto& e : cluster_presets()) {
+    if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || contains(row.nic, e.nic))) return std::string(e.preset);
+  }
+  return std::nullopt;
+}
+
+SizeRegime regime_of(std::int64_t size_bytes) {
+  if (size_bytes <= 64 * 1024) return SizeRegime::latency;
+  if (size_bytes >= 64LL * 1024 * 1024) return SizeRegime::bandwidth;
+  return SizeRegime::middle;
+}
+
+const char* to_string(SizeRegime r) {
+  switch (r) {
+    case SizeRegime::latency: return "latency (<= 64 KiB)";
+    case SizeRegime::middle: return "middle";
+    case SizeRegime::bandwidth: return "bandwidth (>= 64 MiB)";
+  }
+  return "?";
+}
+
+bool within_goal(SizeRegime r, double ratio) {
+  if (!(ratio > 0)) return false;
+  switch (r) {
+    case SizeRegime::latency: return ratio <= 1.5 && ratio >= 1 / 1.5;
+    case SizeRegime::middle: return std::abs(ratio - 1) <= 0.25;
+    case SizeRegime::bandwidth: return std::abs(ratio - 1) <= 0.10;
+  }
+  return false;
+}
+
+std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows) {
+  std::vector<RowPrediction> out;
+  std::map<std::string, std::unique_ptr<CollectiveModel>> models;  // per preset and shape
+  for (const auto& row : rows) {
+    RowPrediction p;
+    p.row = &row;
+    const std::string where = "measurements.csv:" + std::to_string(row.line);
+    const auto preset = preset_for(row);
+    if (!preset) throw_bad_input(where, "gpu", row.gpu, "a GPU the cluster -> preset table maps (docs/simulator.md)");
+    p.preset = *preset;
+    const std::string algo_env = env_value(row.env, "NCCL_ALGO");
+    if (contains(algo_env, "collnet") || contains(row.env, "NCCL_COLLNET_ENABLE=1")) {
+      p.skipped = "CollNet/SHARP (out of scope)";
+      out.push_back(std::move(p));
+      continue;
+    }
+    if (row.world != row.gpus_per_node * row.nodes && row.world % row.gpus_per_node != 0) {
+      throw_bad_input(where, "world", std::to_string(row.world), "a multiple of gpus_per_node");
+    }
+    const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
+    const topo::FabricSpec spec = topo::preset(p.preset, where + ": preset");
+    const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node);
+    auto& model = models[key];
+    if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node);
+    const NcclChoice forced = NcclChoice::parse(algo_env, env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
+                                                where + ": NCCL_PROTO");
+    CollectiveOp op = CollectiveOp::alltoall;
+    if (row.collective == "allgather") op = CollectiveOp::allgather;
+    if (row.collective == "reducescatter") op = CollectiveOp::reducescatter;
+    if (row.collective == "allreduce") op = CollectiveOp::allreduce;
+    const CollectiveCost c = model->cost(op, row.size_bytes, forced, Mode::fast);
+    p.algorithm = c.algorithm;
+    p.protocol = c.protocol;
+    p.dionsim_us = c.time_us;
+    if (c.nccl) {
+      p.baseline = "nccl";
+      p.baseline_us = c.nccl->time_us;
+      p.nccl_algorithm = to_string(c.nccl->algo);
+      p.nccl_protocol = to_string(c.nccl->proto);
+    } else {
+      // All-to-all: the closed form whatif used before this model (max(intra, inter) + latency).
+      p.baseline = "closed-form";
+      const SymmetricFabricTimer old(step_fabric(spec, nodes, row.gpus_per_node));
+      const std::int64_t per_peer = row.size_bytes / row.world;
+      p.baseline_us = static_cast<double>(old.time_ns({StepCollective::all_to_all, row.size_bytes, per_peer})) / 1e3;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictions) {
+  std::vector<RegimeSummary> out;
+  for (const auto regime : {SizeRegime::latency, SizeRegime::middle, SizeRegime::bandwidth}) {
+    RegimeSummary s;
+    s.regime = regime;
+    std::vector<double> dion, base;
+    for (const auto& p : predictions) {
+      if (!p.skipped.empty() || regime_of(p.row->size_bytes) != regime) continue;
+      ++s.rows;
+      const double rd = p.dionsim_us / p.row->time_us, rb = p.baseline_us / p.row->time_us;
+      s.dionsim_within += within_goal(regime, rd);
+      s.baseline_within += within_goal(regime, rb);
+      dion.push_back(std::abs(rd - 1));
+      base.push_back(std::abs(rb - 1));
+    }
+    const auto median = [](std::vector<double> v) {
+      if (v.empty()) return 0.0;
+      std::sort(v.begin(), v.end());
+      const std::size_t m = v.size() / 2;
+      return v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+    };
+    s.dionsim_median_abs_err = median(dion);
+    s.baseline_median_abs_err = median(base);
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace dionsim::sim

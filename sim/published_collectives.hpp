@@ -1,0 +1,62 @@
+#pragma once
+// `dionsim validate-collectives`: every row of published nccl-tests output
+// (../shared/data/nccl-published/measurements.csv) predicted from the cluster's nominal
+// description — the fabric preset the committed mapping table names, the row's GPUs per node,
+// nodes and any NCCL_ALGO / NCCL_PROTO its env forces — by dionsim's collective model and by
+// NCCL's own tuning model (all-to-all, which NCCL's model does not cover: by the closed form
+// `whatif` used before this model, max(intra, inter) + latency). Nothing is fitted to the rows.
+//
+// (The CSV reader is analysis/measured/nccl_published.hpp.)
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "analysis/measured/nccl_published.hpp"
+
+namespace dionsim::sim {
+
+using analysis::PublishedRow;
+using analysis::read_published_rows;
+
+// The committed cluster -> preset table: the first entry whose `gpu` text occurs in the row's
+// gpu column (and whose `nic` text, when set, in its nic column) names the preset.
+struct ClusterPreset {
+  const char* gpu;
+  const char* nic;  // "" = any
+  const char* preset;
+};
+[[nodiscard]] const std::vector<ClusterPreset>& cluster_presets();
+// nullopt when no entry matches.
+[[nodiscard]] std::optional<std::string> preset_for(const PublishedRow& row);
+
+enum class SizeRegime { latency, middle, bandwidth };  // <= 64 KiB, between, >= 64 MiB
+[[nodiscard]] SizeRegime regime_of(std::int64_t size_bytes);
+[[nodiscard]] const char* to_string(SizeRegime r);
+// The goal per regime: within a factor 1.5 (latency), 25 % (middle), 10 % (bandwidth).
+[[nodiscard]] bool within_goal(SizeRegime r, double predicted_over_measured);
+
+struct RowPrediction {
+  const PublishedRow* row = nullptr;
+  std::string preset;
+  std::string skipped;  // why the row is not predicted (CollNet / SHARP); empty when predicted
+  std::string algorithm, protocol;
+  double dionsim_us = 0;
+  double baseline_us = 0;        // NCCL's tuning model (all-to-all: the old closed form)
+  std::string baseline;          // "nccl" or "closed-form"
+  std::string nccl_algorithm, nccl_protocol;
+};
+
+// Predicts every row; throws InputError naming the line for a row no preset matches or whose
+// shape the model refuses.
+[[nodiscard]] std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows);
+
+struct RegimeSummary {
+  SizeRegime regime = SizeRegime::latency;
+  int rows = 0;
+  int dionsim_within = 0, baseline_within = 0;
+  double dionsim_median_abs_err = 0, baseline_median_abs_err = 0;  // |pred/meas - 1|
+};
+[[nodiscard]] std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictions);
+
+}  // namespace dionsim::sim
