@@ -110,7 +110,7 @@ int run_deferral(std::span<const std::string> args) {
     if (!cmd.common().json) std::fputs(opt::table_row(c, s).c_str(), stdout);
     if (db) {
       db->store(analysis::deferral_record(config, out.back(), s, c.seed),
-                cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+                cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     }
   }
   if (cmd.common().json) print_json(out);

@@ -100,7 +100,7 @@ int run_whatif(std::span<const std::string> args) {
     const auto result = sim::run_whatif(config, inventory, kernels);
     if (db)
       db->store(analysis::whatif_record(result, config_json, common.seed),
-                common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+                common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;

@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::sim {
@@ -78,10 +79,7 @@ std::vector<std::string> hardware_preset_names() {
 }
 
 std::vector<GemmAnchor> read_gemm_anchors(const std::string& csv_path) {
-  std::ifstream in(csv_path);
-  if (!in) {
-    throw IoError(csv_path + ": cannot open the anchors file");
-  }
+  std::istringstream in(read_input_file(csv_path, "a GEMM anchors CSV file", 64 << 20));
   std::vector<GemmAnchor> anchors;
   std::string line;
   int line_no = 0;

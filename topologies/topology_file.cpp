@@ -5,6 +5,7 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::topo {
@@ -130,11 +131,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
 }
 
 TopologyFile load_topology_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open topology file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_topology(text.str(), path);
+  return parse_topology(read_input_file(path, "a topology TOML file", 16 << 20), path);
 }
 
 }  // namespace dionsim::topo

@@ -5,12 +5,14 @@
 #include <fstream>
 
 #include "analysis/measured/measurements.hpp"
+#include "common/files.hpp"
 #include "common/error.hpp"
 #include "common/format.hpp"
 
 namespace dionsim::analysis {
 
 InputKind detect_input_kind(const std::string& path) {
+  require_regular_file(path, "a profiler trace or a measurement file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path + ": cannot open for reading");
   std::string head(1 << 16, '\0');

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -38,6 +39,12 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
     stream.avail_out = static_cast<uInt>(chunk.size());
     status = inflate(&stream, Z_NO_FLUSH);
     const std::size_t produced = chunk.size() - stream.avail_out;
+    if (out.size() + produced > kMaxInputBytes) {
+      inflateEnd(&stream);
+      // A 1 MB file can inflate to 1 GiB: stop at the same limit as an uncompressed input.
+      throw InputError(where + ": inflates to more than " + std::to_string(kMaxInputBytes) +
+                       " bytes; expected a trace of at most that size");
+    }
     out.append(chunk.data(), produced);
     consumed += offered - stream.avail_in;
     if (status == Z_STREAM_END) {
@@ -67,14 +74,7 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
 }
 
 std::string read_maybe_gzipped(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(path.string() + ": cannot open for reading");
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    throw IoError(path.string() + ": read error");
-  }
+  const std::string bytes = read_input_file(path.string(), "a profiler trace (JSON, optionally gzipped)");
   return has_gzip_magic(bytes) ? gunzip(bytes, path.string()) : bytes;
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -15,11 +16,7 @@ namespace dionsim::analysis {
 namespace {
 
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(path.string() + ": cannot open for reading");
-  }
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return read_input_file(path.string(), "a measurement file");
 }
 
 std::string lower(std::string_view text) {

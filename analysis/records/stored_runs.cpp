@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "common/files.hpp"
+#include "common/json_input.hpp"
 #include "common/error.hpp"
 #include "sim/kernel_model.hpp"
 
@@ -85,9 +87,7 @@ std::optional<Calibration> stored_calibration(const Database* db, const std::str
 sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw, const Database* db,
                                                const std::string& db_label, const Note& note) {
   if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note);
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open the calibration file");
-  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  const auto doc = parse_json_input(read_input_file(path, "a calibration JSON file", 64 << 20), path);
   if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
   return from_fitted(read_calibration(path), hw, path, note);  // strict: other versions, unknown keys
 }
