@@ -101,6 +101,17 @@ void require_output_file(const std::string& path, std::string_view flag, const s
   }
 }
 
+void require_output_folder(const std::string& path, std::string_view flag) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw_bad_usage(flag, path, "a folder name");
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec && ec.value() == ELOOP) throw_bad_usage(flag, path, "an output folder (this path is a symlink loop)");
+  if (fs::exists(st) && !fs::is_directory(st)) throw_bad_usage(flag, path, "an output folder, not an existing file");
+  fs::create_directories(path, ec);
+  if (ec) throw_bad_usage(flag, path, "an output folder that can be created (" + ec.message() + ")");
+}
+
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
   namespace fs = std::filesystem;
   std::error_code ec;

@@ -29,6 +29,10 @@ void require_regular_file(const std::string& path, std::string_view what);
 // anything else that is not a regular file, or the same file as one of `inputs`.
 void require_output_file(const std::string& path, std::string_view flag, const std::vector<std::string>& inputs = {});
 
+// Creates the output folder `path` (and its parents) unless it exists; UsageError naming `flag`
+// when it (or a parent) is an existing file, a symlink loop or cannot be created.
+void require_output_folder(const std::string& path, std::string_view flag);
+
 // Writes `path` atomically: `write` fills a temporary file in the same folder, which is flushed,
 // fsync'ed and renamed over `path` only when everything succeeded; on any failure the temporary
 // is removed and `path` is left as it was. Throws IoError naming `path`.

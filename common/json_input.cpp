@@ -88,7 +88,9 @@ std::int64_t json_integer(const nlohmann::json& value, std::string_view where, s
   const std::string expected = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
   if (value.is_number_unsigned()) {
     const auto u = value.get<std::uint64_t>();
-    if (u > static_cast<std::uint64_t>(hi)) throw_bad_input(where, field, json_excerpt(value), expected);
+    if (u > static_cast<std::uint64_t>(hi) || (lo > 0 && u < static_cast<std::uint64_t>(lo))) {
+      throw_bad_input(where, field, json_excerpt(value), expected);
+    }
     return static_cast<std::int64_t>(u);
   }
   if (!value.is_number_integer()) throw_bad_input(where, field, json_excerpt(value), expected);

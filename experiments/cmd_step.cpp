@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 #include "optimizer/numerics_case.hpp"
@@ -28,6 +29,7 @@ int run_step(std::span<const std::string> args) {
   cmd.positional("case", 1);
   if (!cmd.parse(args)) return 0;
   if (threads < 1) throw_bad_usage("--threads", std::to_string(threads), "an integer >= 1");
+  require_output_folder(out_dir, "--out");  // before the run: an existing file here is refused by name
   const opt::NumericsCase c = opt::load_numerics_case(case_dir);
   Recorder recorder(cmd.common(), "step");
   const nlohmann::json run_config = recorder.enabled() ? analysis::step_config_json(c) : nlohmann::json::object();

@@ -166,7 +166,7 @@ KernelCalibration kernel_calibration_from_parameters(const std::string& name, co
     } else if (key.starts_with("nccl_all_to_all_w") && key.ends_with("_algbw_GBps") &&
                key.find("kernel") == std::string::npos) {
       const std::string world = key.substr(17, key.size() - 17 - 11);
-      if (world.empty() || world.find_first_not_of("0123456789") != std::string::npos || !(value > 0.0)) {
+      if (world.empty() || world.size() > 7 || world.find_first_not_of("0123456789") != std::string::npos || !(value > 0.0)) {
         throw_bad_input(name, key, std::to_string(value), "nccl_all_to_all_w<WORLD>_algbw_GBps with a positive value");
       }
       cal.alltoall_algbw_GBps_by_world[std::stoll(world)] = value;

@@ -20,7 +20,7 @@ bool has_gzip_magic(const std::string& bytes) {
 
 }  // namespace
 
-std::string gunzip(const std::string& compressed, const std::string& where) {
+std::string gunzip(const std::string& compressed, const std::string& where, std::size_t max_bytes) {
   z_stream stream{};
   // 16 + MAX_WBITS: expect a gzip header and trailer (CRC and length are checked by zlib).
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
@@ -39,10 +39,10 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
     stream.avail_out = static_cast<uInt>(chunk.size());
     status = inflate(&stream, Z_NO_FLUSH);
     const std::size_t produced = chunk.size() - stream.avail_out;
-    if (out.size() + produced > kMaxInputBytes) {
+    if (out.size() + produced > max_bytes) {
       inflateEnd(&stream);
       // A 1 MB file can inflate to 1 GiB: stop at the same limit as an uncompressed input.
-      throw InputError(where + ": inflates to more than " + std::to_string(kMaxInputBytes) +
+      throw InputError(where + ": inflates to more than " + std::to_string(max_bytes) +
                        " bytes; expected a trace of at most that size");
     }
     out.append(chunk.data(), produced);
