@@ -9,7 +9,8 @@ namespace {
 constexpr std::size_t kMaxEcho = 120;
 
 std::string capped(std::string_view got) {
-  if (got.size() <= kMaxEcho) return std::string(got);
+  // +40: an excerpt already capped elsewhere (json_excerpt: 120 characters and its length) passes.
+  if (got.size() <= kMaxEcho + 40) return std::string(got);
   return std::string(got.substr(0, kMaxEcho)) + "... (" + std::to_string(got.size()) + " bytes)";
 }
 

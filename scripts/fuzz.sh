@@ -27,7 +27,7 @@ seed() {  # seed TARGET: copies the shared data that fits the target into its co
     nccl_tests) cp -n "$ROOT"/fuzz/seeds/nccl_tests/* "$dir"/ ;;
     kineto) cp -n "$SHARED"/data/traces/*.json.gz "$ROOT"/tests/measured/data/*.json "$dir"/ ;;
     calibration) cp -n "$ROOT"/docs/*calibration*.json "$ROOT"/tests/calibration/data/*.json "$dir"/ ;;
-    database) [ -f "$dir/seed.db" ] || sqlite3 "$dir/seed.db" < "$ROOT"/fuzz/seeds/database.sql ;;
+    database) [ -f "$dir/seed.db" ] || sqlite3 "$dir/seed.db" < "$ROOT"/fuzz/seeds/database.sql > /dev/null ;;
   esac
 }
 
