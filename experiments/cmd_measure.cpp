@@ -67,6 +67,8 @@ int run_measure(std::span<const std::string> args) {
               "median step time, per-kernel-class and per-collective times, bytes and deferral counters. With\n"
               "--collective: nccl-tests-style rows for this fabric. Needs a CUDA build (exit 5 otherwise).");
   std::string model = "gpt-5120x8", optimizer = "dion2", scope = "global", capacity = "auto", dtype = "float32";
+  std::string ns = "polar_express";
+  bool cuda_graph = false;
   std::string collective, b = "1M", e = "256M";
   double fraction = 0.25;
   std::int64_t steps = 10, warmup = 3, gpus = 0, factor = 2, in_flight = 3;
@@ -77,6 +79,9 @@ int run_measure(std::span<const std::string> args) {
       ("fraction", po::value(&fraction)->default_value(fraction), "selected fraction, in (0, 1]")
       ("capacity-factor", po::value(&capacity)->default_value(capacity), "global_capped c >= 1, or auto")
       ("momentum-dtype", po::value(&dtype)->default_value(dtype), "float32 | bfloat16 (= parameter dtype)")
+      ("ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (Gram NS in fp16)")
+      ("cuda-graph", po::bool_switch(&cuda_graph), "also capture the whole step in a CUDA graph after the timed eager "
+                                                   "steps and time its replays (one process per GPU)")
       ("steps", po::value(&steps)->default_value(steps), "timed steps (median reported)")
       ("warmup", po::value(&warmup)->default_value(warmup), "untimed steps first")
       ("gpus", po::value(&gpus)->default_value(gpus), "GPUs = world size (0 = all visible); ignored under a launcher "
@@ -94,6 +99,7 @@ int run_measure(std::span<const std::string> args) {
   const auto optimizer_kind = opt::parse_optimizer(optimizer, "--optimizer");
   const auto scope_kind = opt::parse_scope(scope, "--scope");
   [[maybe_unused]] const auto dtype_kind = opt::parse_dtype(dtype, "--momentum-dtype");  // used by CUDA builds
+  [[maybe_unused]] const auto ns_kind = opt::parse_ns(ns, "--ns");
   if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
   if (capacity != "auto" && parse_double(capacity, "--capacity-factor") < 1.0)
     throw_bad_usage("--capacity-factor", capacity, "auto or a number >= 1");
@@ -126,6 +132,8 @@ int run_measure(std::span<const std::string> args) {
     cfg.step.fraction = fraction;
     if (capacity != "auto") cfg.step.capacity_factor = parse_double(capacity, "--capacity-factor");
     cfg.step.dtype = dtype_kind;
+    cfg.step.ns = ns_kind;
+    cfg.cuda_graph = cuda_graph;
     cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
     cfg.step.world = comms.front().world();
     cfg.steps = static_cast<int>(steps);
@@ -137,23 +145,31 @@ int run_measure(std::span<const std::string> args) {
     if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
     const auto out = kernels::to_json(cfg, res);
     nlohmann::json config = out;
-    for (const char* k : {"step_ms", "kernels_ms", "collectives", "metrics", "device", "ns_layouts"}) config.erase(k);
+    for (const char* k : {"step_ms", "host_ms", "kernels_ms", "collectives", "metrics", "device", "ns_layouts",
+                          "ns_executed", "eager"})
+      config.erase(k);
     store_measure(cmd.common(), config, out);
     if (cmd.common().json) {
       print_json(out);
       return 0;
     }
-    std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  %s  (median of %d after %d warm-up)\n",
+    std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  ns %s%s  %s  (median of %d after %d warm-up)\n",
                 model.c_str(), static_cast<long long>(cfg.step.world), optimizer.c_str(), scope.c_str(), fraction,
-                capacity.c_str(), dtype.c_str(), res.device_name.c_str(), cfg.steps, cfg.warmup);
+                capacity.c_str(), dtype.c_str(), ns.c_str(), cuda_graph ? "  cuda-graph" : "", res.device_name.c_str(),
+                cfg.steps, cfg.warmup);
     for (const auto& m : out["metrics"])
       std::printf("%-20s %12.3f %s\n", m["metric"].get<std::string>().c_str(), m["value"].get<double>(), m["unit"].get<std::string>().c_str());
+    if (cuda_graph)
+      std::printf("eager (before capture): opt_step_ms %.3f, opt_cpu_span_ms %.3f; graph of %zu nodes\n",
+                  res.eager_step_ms, res.eager_host_ms, res.graph_nodes);
     std::printf("\n%-16s %10s\n", "kernel_class", "ms/step");
     for (const auto& [k, ms] : res.kernel_ms) std::printf("%-16s %10.3f\n", k.c_str(), ms);
-    std::printf("\n%5s %-18s %s\n", "group", "ns_input", "ns_layout");
+    std::printf("\n%5s %-18s %-12s %10s %14s %10s\n", "group", "ns_input", "ns_layout", "ns_ms", "executed_FLOP",
+                "TFLOP/s");
     for (const auto& l : out["ns_layouts"])
-      std::printf("%5lld %-18s %s\n", l["group"].get<long long>(), l["ns_input"].get<std::string>().c_str(),
-                  l["layout"].get<std::string>().c_str());
+      std::printf("%5lld %-18s %-12s %10.3f %14.4g %10.1f\n", l["group"].get<long long>(),
+                  l["ns_input"].get<std::string>().c_str(), l["layout"].get<std::string>().c_str(),
+                  l.value("ns_ms", 0.0), l.value("ns_executed_flops", 0.0), l.value("ns_executed_tflops", 0.0));
     std::printf("\n%5s %-16s %14s %10s %10s\n", "group", "collective", "bytes_sent", "ms", "GB/s");
     for (const auto& c : out["collectives"])
       std::printf("%5lld %-16s %14lld %10.3f %10.1f\n", c["group"].get<long long>(), c["name"].get<std::string>().c_str(),

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "kernels/check.cuh"
@@ -138,6 +139,31 @@ float TimingEvent::ms_since(const TimingEvent& earlier) const {
   float ms = 0;
   DIONSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(earlier.event_), static_cast<cudaEvent_t>(event_)), "timing event elapsed");
   return ms;
+}
+
+StreamGraph::~StreamGraph() { reset(); }
+void StreamGraph::reset() noexcept {
+  if (exec_ != nullptr) (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_ != nullptr) (void)cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  exec_ = graph_ = nullptr;
+  nodes_ = 0;
+}
+void StreamGraph::begin_capture(StreamHandle s) {
+  reset();
+  DIONSIM_CUDA_CHECK(cudaStreamBeginCapture(detail::stream(s), cudaStreamCaptureModeThreadLocal), "graph capture begin");
+}
+void StreamGraph::end_capture(StreamHandle s) {
+  cudaGraph_t g = nullptr;
+  DIONSIM_CUDA_CHECK(cudaStreamEndCapture(detail::stream(s), &g), "graph capture end");
+  graph_ = g;
+  DIONSIM_CUDA_CHECK(cudaGraphGetNodes(g, nullptr, &nodes_), "graph nodes");
+  cudaGraphExec_t e = nullptr;
+  DIONSIM_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0), "graph instantiate");
+  exec_ = e;
+}
+void StreamGraph::launch(StreamHandle s) const {
+  if (exec_ == nullptr) throw std::logic_error("StreamGraph::launch: nothing captured");
+  DIONSIM_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), detail::stream(s)), "graph launch");
 }
 
 }  // namespace dionsim::kernels

@@ -127,4 +127,27 @@ class TimingEvent {
   void* event_ = nullptr;
 };
 
+// A CUDA graph of the work issued on one stream between begin_capture() and end_capture()
+// (cudaStreamCaptureModeThreadLocal: work forked to other streams through events is captured
+// too, and must join back). Capturing runs nothing; launch() replays the whole graph on a stream
+// with one API call. A new capture replaces the old graph.
+class StreamGraph {
+ public:
+  StreamGraph() = default;
+  ~StreamGraph();
+  StreamGraph(const StreamGraph&) = delete;
+  StreamGraph& operator=(const StreamGraph&) = delete;
+  void begin_capture(StreamHandle s);
+  void end_capture(StreamHandle s);   // instantiates the graph
+  void launch(StreamHandle s) const;  // asynchronous
+  [[nodiscard]] bool ready() const { return exec_ != nullptr; }
+  [[nodiscard]] std::size_t nodes() const { return nodes_; }
+
+ private:
+  void reset() noexcept;
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+  std::size_t nodes_ = 0;
+};
+
 }  // namespace dionsim::kernels

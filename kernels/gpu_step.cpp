@@ -23,12 +23,16 @@ const std::vector<PhaseSpec>& phases_of(opt::Path p) {
   static const std::vector<PhaseSpec> local{{"a2a_fwd"}, {"a2a_rev"}, {""}};
   static const std::vector<PhaseSpec> global{{"a2a_fwd"}, {"a2a_rev"}, {""}};
   static const std::vector<PhaseSpec> capped{{"norms_allgather"}, {"a2a_fwd"}, {"a2a_rev"}, {""}};
+  static const std::vector<PhaseSpec> ddp{{"ddp_allgather"}, {""}};
+  static const std::vector<PhaseSpec> single{{""}};
   switch (p) {
     case opt::Path::local: return local;
     case opt::Path::global: return global;
     case opt::Path::capped_packed: return capped;
-    default: throw UsageError("GPU step: path '" + std::string(opt::to_string(p)) + "' is not implemented on GPUs");
+    case opt::Path::ddp: return ddp;
+    case opt::Path::single: return single;
   }
+  throw UsageError("GPU step: unknown path");
 }
 
 // Pool of timing events reused every step (no allocation inside step()).
@@ -66,6 +70,7 @@ struct RankGroup {
   DeviceArray<std::uint8_t> winners;
   DeviceArray<std::int32_t> slot_src, route;
   std::unique_ptr<CappedScratch> scratch;
+  std::unique_ptr<ColKeysScratch> col_scratch;  // unsharded column selection
   Event compute_done, coll_done;
   // Streams of this task: `aux` takes its memory-bound kernels (the compute stream in single-stream
   // mode), `cur` is where its last kernel went; `hop` orders a kernel after that one on another stream.
@@ -105,6 +110,8 @@ struct GpuOptimizer::Impl {
   std::vector<RankCtx> ranks;
   MomentumDtype mdt;
   std::uint64_t steps_done = 0;
+  StreamGraph graph;  // capture() / replay()
+  std::size_t current_group = 0;  // the group run_phase is issuing (timing labels)
 
   Impl(const opt::StepConfig& c, std::vector<opt::ParamSpec> p, StepTransport& t, bool tm, int mif, StreamMode sm,
        NsTuning tune)
@@ -112,16 +119,19 @@ struct GpuOptimizer::Impl {
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
   [[nodiscard]] std::int64_t w() const { return cfg.world; }
+  // FSDP2 rows of this rank; unsharded paths (ddp, single) hold every row on every rank.
   std::int64_t rows_of(const opt::GroupPlan& g, int rank) const {
+    if (unsharded(g)) return g.rows;
     return std::clamp<std::int64_t>(g.rows - rank * g.pl, 0, g.pl);
   }
+  static bool unsharded(const opt::GroupPlan& g) { return g.path == opt::Path::ddp || g.path == opt::Path::single; }
+  // First global row of this rank's rows.
+  std::int64_t row0_of(const opt::GroupPlan& g, int rank) const { return unsharded(g) ? 0 : rank * g.pl; }
   std::size_t mbytes() const { return mdt == MomentumDtype::bf16 ? 2 : 4; }
 
   void plan_groups() {
     if (cfg.world != tr.world())
       throw_bad_usage("--world", std::to_string(cfg.world), "the transport's world " + std::to_string(tr.world()));
-    if (!cfg.sharded) throw UsageError("GPU step: only FSDP2 row-sharded parameters are implemented (sharded = true)");
-    if (cfg.ns == opt::NsKind::gram) throw UsageError("GPU step: Gram Newton-Schulz is not implemented; use polar_express or newton_schulz5");
     std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> index;
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto key = std::make_pair(params[i].rows, params[i].cols);
@@ -140,14 +150,14 @@ struct GpuOptimizer::Impl {
     pc.capacity_factor = cfg.capacity_factor;
     pc.optimizer = cfg.optimizer;
     pc.ns = cfg.ns;
-    pc.sharded = true;
+    pc.sharded = cfg.sharded;
     pc.momentum_bytes = pc.param_bytes = static_cast<int>(mbytes());
     opt::validate(pc);
     for (const auto& m : members) {
       const auto& p = params[m.front()];
       plans.push_back(opt::plan_group(p.rows, p.cols, static_cast<std::int64_t>(m.size()), pc));
-      (void)phases_of(plans.back().path);  // throws for unsupported paths before any allocation
-      if (!plans.back().select_rows) throw UsageError("GPU step: column selection is not implemented");
+      if (!plans.back().select_rows && !unsharded(plans.back()))
+        throw UsageError("GPU step: column selection on a sharded path is not implemented");  // the plan never makes one
     }
   }
 
@@ -170,7 +180,9 @@ struct GpuOptimizer::Impl {
           rc.aux_done.push_back(std::make_unique<Event>());
         }
       }
-      rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express : NsKind::quintic,
+      rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express
+                                             : cfg.ns == opt::NsKind::gram        ? NsKind::gram
+                                                                                  : NsKind::quintic,
                                              static_cast<float>(cfg.epsilon));
       rc.ns->set_autotune(ns_tuning.autotune);
       rc.ns->set_symmetric_layout(ns_tuning.layout);
@@ -191,7 +203,20 @@ struct GpuOptimizer::Impl {
           memset_device(rg->V.data(), 0, rg->V.bytes(), rc.compute);
           rg->row_scale = DeviceArray<float>(at(N * L), "row scale");
         }
-        if (g.path == opt::Path::local) {
+        if (unsharded(g)) {
+          // Selection along S = rows (row selection) or columns; the selected rows or columns are
+          // gathered as [Np][k][ns width] (columns transposed: their wide form), virtual matrices zero.
+          const std::int64_t S = g.select_rows ? L : C, width = g.select_rows ? C : L;
+          rg->keys = DeviceArray<float>(at(N * S), "unsharded keys");
+          rg->mask = DeviceArray<std::uint8_t>(at(N * S), "unsharded mask");
+          rg->index = DeviceArray<std::int32_t>(at(N * S), "unsharded index");
+          rg->count = DeviceArray<std::int32_t>(at(N), "unsharded count");
+          rg->send = DeviceArray<bf16_bits>(at(g.Np * g.k * width), "unsharded selected");
+          memset_device(rg->send.data(), 0, rg->send.bytes(), rc.compute);
+          if (g.path == opt::Path::ddp) rg->recv = DeviceArray<bf16_bits>(at(g.Np * g.k * width), "ddp gathered");
+          rg->u_row = DeviceArray<std::int32_t>(at(N * S), "unsharded post map");
+          if (!g.select_rows) rg->col_scratch = std::make_unique<ColKeysScratch>(static_cast<int>(N), L, C);
+        } else if (g.path == opt::Path::local) {
           rg->mask = DeviceArray<std::uint8_t>(at(N * L), "local mask");
           rg->index = DeviceArray<std::int32_t>(at(N * L), "local index");
           rg->count = DeviceArray<std::int32_t>(at(N), "local count");
@@ -272,6 +297,7 @@ struct GpuOptimizer::Impl {
     TimingEvent& b = rc.marks.next();
     b.record(s);
     rc.spans.push_back({label, &a, &b, true});
+    if (label == "ns_gemm") rc.spans.push_back({"ns_gemm/group" + std::to_string(current_group), &a, &b, false});
   }
 
   // ---- compute of one phase on one rank ----
@@ -355,6 +381,44 @@ struct GpuOptimizer::Impl {
                                /*zero_first=*/false);
         });
       }
+    } else if (unsharded(g)) {
+      // §3.4: every rank selects on its replica (EF decay of the selected rows / columns with the
+      // pre-decay bf16 copy, one pass), orthogonalizes all matrices (single) or its own pr (ddp; the
+      // all-gather then brings the others'), and applies the indexed post to every matrix.
+      const std::int64_t R = L, S = g.select_rows ? R : C, width = g.select_rows ? C : R;
+      const bool ddp = g.path == opt::Path::ddp;
+      if (phase == 0) {
+        if (g.select_rows) {
+          timed(rc, rg, "momentum_norms", s,
+                [&] { accumulate_row_l1(rg.G.data(), rg.M.data(), mdt, N * R, C, rg.keys.data(), s); });
+        } else {
+          timed(rc, rg, "momentum_norms", s, [&] {
+            accumulate_col_l1(rg.G.data(), rg.M.data(), mdt, N, R, C, rg.keys.data(), *rg.col_scratch, s);
+          });
+        }
+        timed(rc, rg, "select", s, [&] {
+          stable_topk_mask(rg.keys.data(), N, S, g.k, rg.mask.data(), nullptr, s);
+          compact_mask(rg.mask.data(), N, S, rg.index.data(), rg.count.data(), s);
+        });
+        timed(rc, rg, "gather_rows", s, [&] {
+          if (g.select_rows)
+            gather_rows_bf16(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, R, g.k, C, rg.send.data(), s,
+                             static_cast<float>(cfg.ef));
+          else
+            gather_cols_bf16(rg.M.data(), mdt, rg.index.data(), rg.count.data(), N, R, C, g.k, rg.send.data(), s,
+                             static_cast<float>(cfg.ef));
+        });
+        bf16_bits* own = rg.send.data() + (ddp ? static_cast<std::int64_t>(rc.rank) * pr * g.k * width : 0);
+        timed(rc, rg, "ns_gemm", gemm, [&] { rc.ns->run(own, ddp ? pr : N, g.k, width, gemm); });
+        if (ddp) return;
+      }
+      const bf16_bits* U = ddp ? rg.recv.data() : rg.send.data();
+      timed(rc, rg, "row_map", s, [&] { row_map_from_index(rg.index.data(), rg.count.data(), N, S, g.k, rg.u_row.data(), s); });
+      if (g.select_rows) {
+        post(U, R, rg.u_row.data(), 1.0F, false);  // EF was applied by the gather; indexed post: no bf16 rounding
+      } else {
+        timed(rc, rg, "post", s, [&] { post_cols(rg.W.data(), U, rg.u_row.data(), N, R, C, post_params(g), s); });
+      }
     } else {  // capped_packed
       const CappedShape sh = shape(g, rc.rank);
       if (phase == 0) {
@@ -404,6 +468,11 @@ struct GpuOptimizer::Impl {
         recv.push_back(rg.gathered.data());
         count = static_cast<std::size_t>(g.N * g.pl);
         t = WireType::fp32;
+      } else if (name == "ddp_allgather") {  // each rank's pr orthogonalized matrices
+        const std::size_t sub = static_cast<std::size_t>(g.k * (g.select_rows ? g.cols : g.rows));
+        count = static_cast<std::size_t>(g.pr) * sub;
+        send.push_back(rg.send.data() + static_cast<std::size_t>(rc.rank) * count);
+        recv.push_back(rg.recv.data());
       } else {
         const bool global_rev = g.path == opt::Path::global && name == "a2a_rev";
         send.push_back(global_rev ? rg.rev.data() : rg.send.data());
@@ -430,7 +499,7 @@ struct GpuOptimizer::Impl {
         starts.back()->record(rc.comm);
       }
     if (!ranks.empty()) set_device(ranks.front().device);
-    if (name == "norms_allgather") tr.all_gather(send, recv, count, t);
+    if (name == "norms_allgather" || name == "ddp_allgather") tr.all_gather(send, recv, count, t);
     else tr.all_to_all(send, recv, count, t);
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       RankCtx& rc = ranks[i];
@@ -439,7 +508,8 @@ struct GpuOptimizer::Impl {
       if (timing) {
         TimingEvent& end = rc.marks.next();
         end.record(rc.comm);
-        const auto bytes = static_cast<std::int64_t>(count * wire_bytes(t) * (name == "norms_allgather" ? 1 : W));
+        const auto bytes =
+            static_cast<std::int64_t>(count * wire_bytes(t) * (name == "norms_allgather" || name == "ddp_allgather" ? 1 : W));
         rc.coll_spans.push_back({name, static_cast<std::int64_t>(gi), bytes, starts[i], &end});
       }
     }
@@ -448,6 +518,7 @@ struct GpuOptimizer::Impl {
   // Runs phase `phase` of task `gi` on every local rank; returns true when the task is finished.
   bool run_phase(std::size_t gi, int phase) {
     const auto& ph = phases_of(plans[gi].path);
+    current_group = gi;
     for (auto& rc : ranks) {
       set_device(rc.device);
       set_error_rank(rc.rank);
@@ -555,7 +626,7 @@ void GpuOptimizer::set_weights(const std::vector<std::vector<float>>& full) {
         if (static_cast<std::int64_t>(W.size()) != g.rows * g.cols)
           throw InputError("set_weights: param " + im.params[im.members[gi][m]].name + ": wrong element count");
         std::vector<float> shard(static_cast<std::size_t>(rg.L * g.cols));
-        std::copy_n(W.begin() + rc.rank * g.pl * g.cols, shard.size(), shard.begin());
+        std::copy_n(W.begin() + im.row0_of(g, rc.rank) * g.cols, shard.size(), shard.begin());
         if (im.mdt == MomentumDtype::bf16)
           for (auto& x : shard) x = round_bf16(x);  // bf16 parameters: values representable in bf16
         upload_shard(shard, 0, rg.L, g.cols, rg.W.data() + m * rg.L * g.cols);
@@ -572,7 +643,7 @@ void GpuOptimizer::set_grads(const std::vector<std::vector<float>>& full) {
       const auto& g = im.plans[gi];
       RankGroup& rg = *rc.groups[gi];
       for (std::size_t m = 0; m < im.members[gi].size(); ++m)
-        upload_shard(full.at(im.members[gi][m]), rc.rank * g.pl, rg.L, g.cols, rg.G.data() + m * rg.L * g.cols);
+        upload_shard(full.at(im.members[gi][m]), im.row0_of(g, rc.rank), rg.L, g.cols, rg.G.data() + m * rg.L * g.cols);
     }
   }
 }
@@ -604,6 +675,65 @@ void GpuOptimizer::randomize_weights(std::uint64_t seed, float scale) {
 
 void GpuOptimizer::step() { impl_->step(); }
 
+void GpuOptimizer::capture() {
+  auto& im = *impl_;
+  if (im.ranks.size() != 1)
+    throw UsageError("GPU step: CUDA-graph capture needs one local rank (this process drives " +
+                     std::to_string(im.ranks.size()) + "); start one process per GPU");
+  RankCtx& rc = im.ranks.front();
+  set_device(rc.device);
+  set_error_rank(rc.rank);
+  const bool timing = im.timing;
+  im.timing = false;  // timing events recorded in a capture would only order streams, not time them
+  im.graph.begin_capture(rc.compute);
+  try {
+    im.step();
+  } catch (...) {
+    try {
+      im.graph.end_capture(rc.compute);
+    } catch (...) {  // the original error is the one to report
+    }
+    im.timing = timing;
+    throw;
+  }
+  im.graph.end_capture(rc.compute);
+  im.timing = timing;
+  --im.steps_done;  // capturing ran nothing
+  for (auto& r : im.ranks) r.spans.clear(), r.coll_spans.clear(), r.step_start = r.step_end = nullptr;
+}
+
+void GpuOptimizer::replay() {
+  auto& im = *impl_;
+  if (!im.graph.ready()) throw UsageError("GPU step: replay() before capture()");
+  RankCtx& rc = im.ranks.front();
+  set_device(rc.device);
+  rc.marks.reset();
+  rc.spans.clear();
+  rc.coll_spans.clear();
+  rc.step_start = rc.step_end = nullptr;
+  if (im.timing) {  // marks outside the graph: the step's time only, no per-kernel spans
+    rc.step_start = &rc.marks.next();
+    rc.step_start->record(rc.compute);
+  }
+  im.graph.launch(rc.compute);
+  if (im.timing) {
+    rc.step_end = &rc.marks.next();
+    rc.step_end->record(rc.compute);
+  }
+  ++im.steps_done;
+}
+
+std::size_t GpuOptimizer::graph_nodes() const { return impl_->graph.nodes(); }
+
+std::vector<double> GpuOptimizer::ns_executed_flops() const {
+  std::vector<double> out;
+  for (const auto& g : impl_->plans) {
+    const NsInput in = ns_input(g);
+    out.push_back(impl_->ranks.front().ns->executed_flops(in.batch, in.rows, in.cols));
+  }
+  return out;
+}
+
 void GpuOptimizer::synchronize() {
   for (auto& rc : impl_->ranks) {
     set_device(rc.device);
@@ -623,7 +753,8 @@ std::vector<float> gather_param(const GpuOptimizer::Impl& im, std::size_t param,
       for (const auto& rc : im.ranks) {
         set_device(rc.device);
         const RankGroup& rg = *rc.groups[gi];
-        fetch(rg, m, full.data() + rc.rank * g.pl * g.cols, rg.L * g.cols);
+        fetch(rg, m, full.data() + im.row0_of(g, rc.rank) * g.cols, rg.L * g.cols);
+        if (GpuOptimizer::Impl::unsharded(g)) break;  // replicas: the first local rank's copy
       }
       return full;
     }
@@ -660,6 +791,15 @@ std::vector<std::vector<std::int64_t>> GpuOptimizer::last_applied_rows() const {
       const auto& g = im.plans[gi];
       const RankGroup& rg = *rc.groups[gi];
       if (rg.L == 0) continue;
+      if (GpuOptimizer::Impl::unsharded(g)) {  // the selected rows (or columns) of the first local rank's replica
+        if (&rc != &im.ranks.front()) continue;
+        const auto idx = rg.index.download(), cnt = rg.count.download();
+        const std::int64_t S = g.select_rows ? g.rows : g.cols;
+        for (std::int64_t m = 0; m < g.N; ++m)
+          for (std::int32_t t = 0; t < cnt[static_cast<std::size_t>(m)]; ++t)
+            out[im.members[gi][static_cast<std::size_t>(m)]].push_back(idx[static_cast<std::size_t>(m * S + t)]);
+        continue;
+      }
       // Applied rows = rows whose update row is nonzero (masked posts, §2.5; capped: the row of the
       // reverse payload the row map names); for local the selected rows (indexed post).
       std::vector<std::int32_t> idx, cnt, map;
@@ -710,6 +850,8 @@ std::vector<opt::RankStepStats> GpuOptimizer::last_stats() const {
 std::vector<StepTiming> GpuOptimizer::last_timing() const {
   std::vector<StepTiming> out;
   if (!impl_->timing) return out;
+  for (const auto& rc : impl_->ranks)
+    if (rc.step_start == nullptr || rc.step_end == nullptr) return out;  // a replay: nothing was timed
   for (const auto& rc : impl_->ranks) {
     set_device(rc.device);
     StepTiming t;
@@ -722,6 +864,8 @@ std::vector<StepTiming> GpuOptimizer::last_timing() const {
 }
 
 NsInput ns_input(const opt::GroupPlan& g) {
+  if (g.path == opt::Path::single || g.path == opt::Path::ddp)  // columns: their wide form [k][R]
+    return {static_cast<int>(g.path == opt::Path::single ? g.N : g.pr), g.k, g.select_rows ? g.cols : g.rows};
   return {static_cast<int>(g.pr), g.path == opt::Path::global ? g.k_tot : g.kw, g.cols};
 }
 

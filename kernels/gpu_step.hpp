@@ -10,8 +10,12 @@
 // auxiliary stream of their own, so they overlap other megabatches' NS; events order every kernel
 // of a task after the one before it, so the results are those of the single-stream step. Measured
 // on H200 it hides nothing (docs/gpu.md): the default is one compute stream.
-// Not supported (UsageError before any work): the unsharded DDP / single paths, column
-// selection, Gram NS.
+// The unsharded paths (§3.4: `single` at world 1 or when not sharded, `ddp` for replicas with N > 1
+// over a transport of world > 1) select on each replica along the plan's dimension (rows, or
+// columns for Dion2 when R > C; the selected columns are orthogonalized in their wide form [k][R]).
+// Every Newton-Schulz variant runs: Polar Express, the quintic and Gram NS (fp16).
+// CUDA graphs: capture() records one whole step (one local rank) into a graph without running it;
+// replay() launches it — one API call per step instead of hundreds of launches.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,7 +39,7 @@ struct CollectiveTiming {
 struct StepTiming {
   double step_ms = 0;                        // compute stream: first kernel of the step to the last
   std::map<std::string, double> kernel_ms;   // per kernel class, summed over megabatches
-  std::map<std::string, double> phase_ms;    // per "group<i>/P<p>" compute phase
+  std::map<std::string, double> phase_ms;    // per "group<i>/P<p>" compute phase, and "ns_gemm/group<i>"
   std::vector<CollectiveTiming> collectives;
 };
 
@@ -70,6 +74,16 @@ class GpuOptimizer {
   void randomize_weights(std::uint64_t seed, float scale = 0.02F);
 
   void step();         // issues one optimizer step on every local rank; does not wait
+  // Records one step into a CUDA graph on the compute stream (runs nothing; needs exactly one local
+  // rank; after any autotuning, which synchronizes: run a step first). Timing marks are not captured:
+  // after a replay last_timing() has the step's time (marks around the launch) and no kernel
+  // classes. Replaces an earlier capture.
+  void capture();
+  void replay();       // launches the captured step (UsageError without a capture); does not wait
+  [[nodiscard]] std::size_t graph_nodes() const;  // of the captured step
+  // Per group, the GEMM FLOPs its NS executes per step on the first local rank (the layout used,
+  // symmetric products counted as computed; kernels/ops.hpp NewtonSchulz::executed_flops).
+  [[nodiscard]] std::vector<double> ns_executed_flops() const;
   void synchronize();  // host waits for every local rank's streams
 
   [[nodiscard]] std::vector<float> weight(std::size_t param) const;    // gathered (local ranks must cover the world)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -109,18 +110,29 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
     res.ns_flops_per_rank += g.ns_flops;
   }
   std::map<std::string, std::vector<double>> kernel_samples;
+  std::vector<std::vector<double>> ns_group_samples(res.groups.size());
   std::map<std::pair<std::string, std::int64_t>, std::vector<double>> coll_samples;
   std::map<std::pair<std::string, std::int64_t>, std::int64_t> coll_bytes;
+  using clock = std::chrono::steady_clock;
+  auto host_ms = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   for (int t = 0; t < cfg.warmup + cfg.steps; ++t) {
     gpu.randomize_grads(cfg.seed);  // outside the timed region (the step's events bracket step() only)
+    gpu.synchronize();              // the host span below is the step's issue alone
+    const auto h0 = clock::now();
     gpu.step();
+    const auto h1 = clock::now();
     gpu.synchronize();
     if (t < cfg.warmup) continue;
+    res.host_ms.push_back(host_ms(h0, h1));
     const auto timing = gpu.last_timing();
     double worst = 0;
     for (const auto& rt : timing) worst = std::max(worst, rt.step_ms);
     res.step_ms.push_back(worst);
     for (const auto& [k, ms] : timing.front().kernel_ms) kernel_samples[k].push_back(ms);
+    for (std::size_t g = 0; g < res.groups.size(); ++g) {
+      const auto it = timing.front().phase_ms.find("ns_gemm/group" + std::to_string(g));
+      ns_group_samples[g].push_back(it != timing.front().phase_ms.end() ? it->second : 0.0);
+    }
     for (const auto& c : timing.front().collectives) {
       coll_samples[{c.name, c.group}].push_back(c.ms);
       coll_bytes[{c.name, c.group}] = c.bytes_sent;
@@ -131,7 +143,34 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
     }
   }
   res.ns_layouts_used = gpu.ns_layouts();
+  res.ns_group_flops = gpu.ns_executed_flops();
+  for (const auto& v : ns_group_samples) res.ns_group_ms.push_back(median(v));
   res.median_step_ms = median(res.step_ms);
+  res.median_host_ms = median(res.host_ms);
+  if (cfg.cuda_graph) {
+    // Capture after the warm-up (autotuning synchronizes, so it must be done), replay once untimed.
+    res.eager_step_ms = res.median_step_ms;
+    res.eager_host_ms = res.median_host_ms;
+    gpu.capture();
+    res.graph_nodes = gpu.graph_nodes();
+    gpu.randomize_grads(cfg.seed);
+    gpu.replay();
+    gpu.synchronize();
+    res.step_ms.clear();
+    res.host_ms.clear();
+    for (int t = 0; t < cfg.steps; ++t) {
+      gpu.randomize_grads(cfg.seed);
+      gpu.synchronize();
+      const auto h0 = clock::now();
+      gpu.replay();
+      const auto h1 = clock::now();
+      gpu.synchronize();
+      res.host_ms.push_back(host_ms(h0, h1));
+      res.step_ms.push_back(gpu.last_timing().front().step_ms);
+    }
+    res.median_step_ms = median(res.step_ms);
+    res.median_host_ms = median(res.host_ms);
+  }
   for (const auto& [k, v] : kernel_samples) res.kernel_ms[k] = median(v);
   for (const auto& [key, v] : coll_samples) res.collectives.push_back({key.first, key.second, coll_bytes[key], median(v)});
   std::sort(res.collectives.begin(), res.collectives.end(),
@@ -158,14 +197,25 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
     else if (l.kind == SymmetricLayout::block_rows) layout.append(":").append(std::to_string(l.rows));
     std::string input = std::to_string(in.batch);
     input.append("x").append(std::to_string(in.rows)).append("x").append(std::to_string(in.cols));
-    ns_layouts.push_back({{"group", g}, {"ns_input", input}, {"layout", layout}});
+    if (c.step.ns == opt::NsKind::gram) layout = "plain-fp16";  // Gram NS: plain fp16 GEMMs
+    nlohmann::json row{{"group", g}, {"ns_input", input}, {"layout", layout}};
+    if (g < r.ns_group_ms.size()) row["ns_ms"] = r.ns_group_ms[g];
+    if (g < r.ns_group_flops.size()) {
+      row["ns_executed_flops"] = r.ns_group_flops[g];
+      row["ns_nominal_flops"] = r.groups[g].ns_flops;
+      if (g < r.ns_group_ms.size() && r.ns_group_ms[g] > 0)
+        row["ns_executed_tflops"] = r.ns_group_flops[g] / (r.ns_group_ms[g] * 1e9);
+    }
+    ns_layouts.push_back(row);
   }
   auto metric = [](const char* m, double v, const char* u) {
     return nlohmann::json{{"metric", m}, {"value", v}, {"unit", u}};
   };
+  double executed = 0;
+  for (double f : r.ns_group_flops) executed += f;
   // hardware, gpus_per_node, nodes and ns make the stored configuration one that `calibrate --db`
   // and `validate --db` read (analysis/records/stored_runs.hpp), like a row of the measurement CSV.
-  return {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
+  nlohmann::json out = {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
           {"hardware", r.device_name}, {"gpus_per_node", r.ranks_per_node},
           {"nodes", r.ranks_per_node > 0 ? c.step.world / r.ranks_per_node : 1},
           {"ns", opt::to_string(c.step.ns)},
@@ -183,7 +233,16 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
             metric("a2a_effective_GBps", a2a > 0 ? static_cast<double>(r.a2a_payload_bytes) / (a2a * 1e6) : 0.0, "GB/s"),
             metric("ns_tflops", gemm > 0 ? r.ns_flops_per_rank / (gemm * 1e9) : 0.0, "TFLOP/s"),
             metric("deferred_rows", static_cast<double>(r.deferred_rows), "rows"),
-            metric("winner_rows", static_cast<double>(r.winner_rows), "rows")}}};
+            metric("winner_rows", static_cast<double>(r.winner_rows), "rows"),
+            metric("opt_cpu_span_ms", r.median_host_ms, "ms")}}};
+  // Only metrics of the measurement CSV go into "metrics" (what the store records and `calibrate
+  // --db` reads, analysis/measured/measurements.cpp); the rest are results beside them.
+  out["cuda_graph"] = c.cuda_graph;
+  out["host_ms"] = r.host_ms;
+  out["ns_executed"] = {{"flops", executed}, {"tflops", gemm > 0 ? executed / (gemm * 1e9) : 0.0}};
+  if (c.cuda_graph)
+    out["eager"] = {{"opt_step_ms", r.eager_step_ms}, {"opt_cpu_span_ms", r.eager_host_ms}, {"graph_nodes", r.graph_nodes}};
+  return out;
 }
 
 }  // namespace dionsim::kernels

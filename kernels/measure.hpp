@@ -32,6 +32,9 @@ struct MeasureConfig {
   // Layout of the NS symmetric products without autotuning (NewtonSchulz::set_symmetric_layout).
   // DIONSIM_NS_LAYOUT=blocks|tiles:ROWS overrides it (a diagnostic).
   NsLayout ns_layout = kDefaultNsLayout;
+  // After the eager timed steps: capture one step into a CUDA graph, replay it once untimed, then
+  // `steps` timed replays (opt_step_ms is then the replay's; the eager times stay in eager_*).
+  bool cuda_graph = false;
 };
 
 // "single", "overlap", "ns_first", "aux_first".
@@ -64,6 +67,15 @@ struct MeasureResult {
   bool ns_autotune = false;                 // after DIONSIM_NS_AUTOTUNE
   NsLayout ns_layout;                       // after DIONSIM_NS_LAYOUT
   std::vector<NsLayout> ns_layouts_used;    // per group: the layout its NS ran with (autotuned: picked)
+  std::vector<double> ns_group_ms;          // per group: NS kernel time per step (median, rank 0)
+  std::vector<double> ns_group_flops;       // per group: GEMM FLOPs the NS executes (rank 0)
+  // Host time per step: wall time of issuing one step (GpuOptimizer::step(), or replay() with
+  // --cuda-graph), median over the timed steps — the CPU span; the GPU runs behind it.
+  std::vector<double> host_ms;              // per timed step of the reported mode
+  double median_host_ms = 0;
+  // With cuda_graph: the eager steps' medians (step on the GPU, host span) and the graph's size.
+  double eager_step_ms = 0, eager_host_ms = 0;
+  std::size_t graph_nodes = 0;
 };
 
 // The ranks this process drives (launch::select_launch decides): under an MPI launch the single

@@ -5,9 +5,11 @@
 // (tall inputs: A = XᵀX and X B). Row-major matrices are handed to column-major cuBLASLt as their
 // transposes (Y = Xᵀ, ld = cols), so no copies are made.
 #include <cublasLt.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@
 #include "kernels/check.cuh"
 #include "kernels/common.cuh"
 #include "kernels/ops.hpp"
+#include "optimizer/newton_schulz_coefficients.hpp"
 
 #define DIONSIM_CUBLAS_CHECK(call, op)                                                                    \
   do {                                                                                                    \
@@ -28,20 +31,6 @@
 namespace dionsim::kernels {
 namespace {
 
-constexpr std::array<std::array<double, 3>, 5> kPolarExpress{{
-    {8.156554524902461, -22.48329292557795, 15.878769915207462},
-    {4.042929935166739, -2.808917465908714, 0.5000178451051316},
-    {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
-    {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
-    {2.3465413258596377, -1.7097828382687081, 0.42323551169305323},
-}};
-constexpr std::array<std::array<double, 3>, 5> kQuintic{{
-    {4.0848, -6.8946, 2.9270},
-    {3.9505, -6.3029, 2.6377},
-    {3.7418, -5.5913, 2.3037},
-    {2.8769, -3.1427, 1.2046},
-    {2.8366, -3.0525, 1.2012},
-}};
 constexpr int kFrobBlocks = 64;
 constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
@@ -253,6 +242,46 @@ __global__ void tile_pointers_kernel(TileProduct x, TileProduct y, long long nb,
   }
 }
 
+// ---- Gram Newton-Schulz (§2.6.3) helpers, fp16 ----
+__device__ inline std::uint16_t float_to_fp16(float f) {
+  const __half h = __float2half_rn(f);
+  return *reinterpret_cast<const std::uint16_t*>(&h);
+}
+__device__ inline float fp16_to_float(std::uint16_t b) { return __half2float(*reinterpret_cast<const __half*>(&b)); }
+// d = |X|_F + 1e-7 in fp32 (upstream normalizes the fp32 copy; no bf16 roundings).
+__global__ void gram_denominator_kernel(const float* partial, int batch, float eps, float* denom) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= batch) return;
+  float sum = 0.0F;
+  for (int i = 0; i < kFrobBlocks; ++i) sum += partial[b * kFrobBlocks + i];
+  denom[b] = __fadd_rn(sqrtf(sum), eps);
+}
+// out = fp16(x / d) (the fp32 quotient, then the cast), elementwise: the storage orientation is kept.
+__global__ void gram_normalize_kernel(const std::uint16_t* x, long long per, const float* denom, std::uint16_t* out) {
+  const long long b = blockIdx.y;
+  const float d = denom[b];
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < per; i += stride)
+    out[b * per + i] = float_to_fp16(__fdiv_rn(detail::bf16_to_float(x[b * per + i]), d));
+}
+// Q = fp16(Z + a I) on column-major [m x m] matrices with leading dimension ld (batch stride sq).
+__global__ void gram_add_identity_kernel(const std::uint16_t* Z, long long m, long long ld, long long sq, float a,
+                                         std::uint16_t* Q) {
+  const long long b = blockIdx.y;
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < sq; i += stride) {
+    const long long r = i % ld, c = i / ld;
+    const std::uint16_t z = Z[b * sq + i];
+    Q[b * sq + i] = r == c && r < m ? float_to_fp16(__fadd_rn(fp16_to_float(z), a)) : z;
+  }
+}
+// x = bf16(fp16 value) (X.to(original dtype)).
+__global__ void gram_to_bf16_kernel(const std::uint16_t* in, long long n, std::uint16_t* x) {
+  const long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n; i += stride)
+    x[i] = detail::float_to_bf16(fp16_to_float(in[i]));
+}
+
 unsigned elementwise_blocks(long long n) { return std::min<unsigned>(detail::blocks_for(n, 256), 8192u); }
 
 }  // namespace
@@ -280,8 +309,9 @@ struct NewtonSchulz::Impl {
   DeviceArray<float> partial, denom;
   // (transa, transb, m, n, k, lda, ldb, ldc, batch, strideA, strideB, strideC, pointer-array batch)
   // -> cached descriptors
+  // The last element: the element type (0 bf16, 1 fp16 — Gram NS).
   using Key = std::tuple<int, int, long long, long long, long long, long long, long long, long long, int, long long,
-                         long long, long long, bool>;
+                         long long, long long, bool, int>;
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -302,6 +332,7 @@ struct NewtonSchulz::Impl {
     const int batch = std::get<8>(key);
     const long long sa = std::get<9>(key), sb = std::get<10>(key), sc = std::get<11>(key);
     const bool pointers = std::get<12>(key);
+    const cudaDataType_t type = std::get<13>(key) == 1 ? CUDA_R_16F : CUDA_R_16BF;
     Plan p;
     const char* op = "newton_schulz (cuBLASLt plan)";
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op);
@@ -309,7 +340,7 @@ struct NewtonSchulz::Impl {
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), op);
     DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), op);
     auto layout = [&](cublasLtMatrixLayout_t* l, long long rows, long long cols, long long ld, long long stride) {
-      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
+      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, static_cast<std::uint64_t>(rows),
                                                       static_cast<std::uint64_t>(cols), ld), op);
       const int bc = batch;
       DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)), op);
@@ -439,22 +470,33 @@ struct NewtonSchulz::Impl {
   void gemm_cm(bool ta, bool tb, long long m, long long n, long long k, const bf16_bits* a, long long lda, long long sa,
                const bf16_bits* b, long long ldb, long long sb, bf16_bits* c, long long ldc, long long sc, int batch,
                StreamHandle s) {
-    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, false});
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, sa, sb, sc, false, 0});
     run_plan(p, a, b, c, s);
   }
   // The same with pointer-array batching: a, b, c are device arrays of `batch` operand pointers.
   void gemm_cm_pointers(bool ta, bool tb, long long m, long long n, long long k, const void* a, long long lda,
                         const void* b, long long ldb, void* c, long long ldc, int batch, StreamHandle s) {
-    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, 0, 0, 0, true});
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldc, batch, 0, 0, 0, true, 0});
     run_plan(p, a, b, c, s);
   }
-  void run_plan(Plan& p, const void* a, const void* b, void* c, StreamHandle s) {
-    const float alpha = 1.0F, beta = 0.0F;
+  void run_plan(Plan& p, const void* a, const void* b, void* c, StreamHandle s, float alpha = 1.0F, float beta = 0.0F,
+                const void* cin = nullptr) {
     if (!p.tuned) tune(p, a, b, c, s);
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &p.algo,
-                                        workspace, kWorkspaceBytes, detail::stream(s)),
+    DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, cin != nullptr ? cin : c, p.c, c,
+                                        p.c, &p.algo, workspace, kWorkspaceBytes, detail::stream(s)),
                          "newton_schulz (GEMM)");
   }
+  // Gram NS (fp16): column-major D[m x n] = alpha op(A) op(B) + beta C (C laid out as D, out of place).
+  void gemm16(bool ta, bool tb, long long m, long long n, long long k, const fp16_bits* a, long long lda, long long sa,
+              const fp16_bits* b, long long ldb, long long sb, fp16_bits* d, long long ldd, long long sd, int batch,
+              StreamHandle s, float alpha = 1.0F, float beta = 0.0F, const fp16_bits* c = nullptr) {
+    Plan& p = plan({ta, tb, m, n, k, lda, ldb, ldd, batch, sa, sb, sd, false, 1});
+    run_plan(p, a, b, d, s, alpha, beta, c);
+  }
+  // Gram NS scratch (fp16): the working X and its next value, and the m x m iterates.
+  DeviceArray<fp16_bits> gx, gx2, gR, gZ, gQ, gQ2, gRZ;
+  void reserve_gram(int batch, long long rows, long long cols);
+  void run_gram(bf16_bits* X, int batch, long long rows, long long cols, StreamHandle s);
 };
 
 NewtonSchulz::NewtonSchulz(NsKind kind, float eps) : impl_(new Impl{kind, eps}) {
@@ -476,6 +518,10 @@ NewtonSchulz::~NewtonSchulz() {
 
 void NewtonSchulz::reserve(int batch, std::int64_t rows, std::int64_t cols) {
   Impl& im = *impl_;
+  if (im.kind == NsKind::gram) {
+    im.reserve_gram(batch, rows, cols);
+    return;
+  }
   const long long m = std::min(rows, cols);
   const auto sq = static_cast<std::size_t>(batch * Impl::gram_sq(m));
   const auto full = static_cast<std::size_t>(batch) * rows * cols;
@@ -513,6 +559,18 @@ NsLayout NewtonSchulz::layout(int batch, std::int64_t rows, std::int64_t cols) c
   const auto it = impl_->layouts.find(std::make_tuple(batch, static_cast<long long>(rows), static_cast<long long>(cols)));
   const Impl::Resolved r = it != impl_->layouts.end() ? it->second : impl_->resolve(impl_->configured, rows, cols);
   return {r.kind, r.b};
+}
+
+double NewtonSchulz::executed_flops(int batch, std::int64_t rows, std::int64_t cols) const {
+  const double m = static_cast<double>(std::min(rows, cols)), n = static_cast<double>(std::max(rows, cols));
+  if (impl_->kind == NsKind::gram)  // plain GEMMs: the nominal count (§2.6.4)
+    return batch * (m < n ? 8.0 * m * m * n + 28.0 * m * m * m : 30.0 * m * m * m);
+  // X Xᵀ and A A as their upper block triangle: (nb+1)/(2nb) of a full product each, nb = m / b.
+  const NsLayout l = layout(batch, rows, cols);
+  const double b = l.rows > 0 ? static_cast<double>(l.rows) : m;
+  const double nb = std::max(1.0, std::round(m / b));
+  const double half = (nb + 1.0) / (2.0 * nb);
+  return batch * 5.0 * (2.0 * m * m * n * half + 2.0 * m * m * m * half + 2.0 * m * m * n);
 }
 
 double NewtonSchulz::flops(int batch, std::int64_t rows, std::int64_t cols) {
@@ -590,12 +648,12 @@ void NewtonSchulz::Impl::run_layout(bf16_bits* X, int batch, long long rows, lon
       X, per, denom.data());
   DIONSIM_LAUNCH_CHECK("newton_schulz (normalize)");
 
-  const auto& coeffs = pe ? kPolarExpress : kQuintic;
+  const auto& coeffs = pe ? ns_coefficients::kPolarExpress : ns_coefficients::kQuintic;
   const long long ld = gram_ld(m), sq = gram_sq(m);
   if (r.kind == SymmetricLayout::tiles) prepare_tiles(X, batch, rows, cols, r.b, s);
   for (const auto& abc : coeffs) {
     symmetric_products(X, batch, rows, cols, r, s);
-    const auto pb = static_cast<float>(abc[1]), qc = static_cast<float>(abc[2]);
+    const auto pb = static_cast<float>(abc.b), qc = static_cast<float>(abc.c);
     if (r.b < m) {  // B from the full A and AA's upper blocks (AA's mirror fused in)
       fill_symmetric(true, AA.data(), A.data(), Bm.data(), m, r.b, batch, pb, qc, s);
     } else {  // one plain GEMM: both are full, and stored alike
@@ -604,10 +662,106 @@ void NewtonSchulz::Impl::run_layout(bf16_bits* X, int batch, long long rows, lon
     }
     if (!tall) gemm_cm(false, false, cols, rows, rows, X, cols, per, Bm.data(), ld, sq, BX.data(), cols, per, batch, s);
     else gemm_cm(false, false, cols, rows, cols, Bm.data(), ld, sq, X, cols, per, BX.data(), cols, per, batch, s);
-    axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, BX.data(), batch * per, static_cast<float>(abc[0]),
+    axpby_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(X, BX.data(), batch * per, static_cast<float>(abc.a),
                                                                   1.0F, X);
     DIONSIM_LAUNCH_CHECK("newton_schulz (X)");
   }
+}
+
+void NewtonSchulz::Impl::reserve_gram(int batch, long long rows, long long cols) {
+  const long long m = std::min(rows, cols);
+  const auto full = static_cast<std::size_t>(batch) * static_cast<std::size_t>(rows * cols);
+  const auto sq = static_cast<std::size_t>(batch * gram_sq(m));
+  if (gx.size() < full) {
+    gx = DeviceArray<fp16_bits>(full, "gram ns X");
+    gx2 = DeviceArray<fp16_bits>(full, "gram ns X next");
+  }
+  if (gR.size() < sq) {
+    gR = DeviceArray<fp16_bits>(sq, "gram ns R");
+    gZ = DeviceArray<fp16_bits>(sq, "gram ns Z");
+    gQ = DeviceArray<fp16_bits>(sq, "gram ns Q");
+    gQ2 = DeviceArray<fp16_bits>(sq, "gram ns Q next");
+    gRZ = DeviceArray<fp16_bits>(sq, "gram ns RZ");
+  }
+  if (denom.size() < static_cast<std::size_t>(batch)) {
+    denom = DeviceArray<float>(static_cast<std::size_t>(batch), "ns denom");
+    partial = DeviceArray<float>(static_cast<std::size_t>(batch) * kFrobBlocks, "ns partial");
+  }
+}
+
+// Gram Newton-Schulz as optimizer/newton_schulz.cpp's orthogonalize_gram, on plain fp16 cuBLASLt
+// GEMMs (fp32 accumulate; alpha/beta epilogue, one rounding). The working copy keeps the input's
+// storage: a wide X [m][n] row-major is Wᵀ in column-major (ld n); a tall X [n][m] row-major is the
+// wide W itself in column-major (ld m), so no transposes are needed. m x m iterates are
+// column-major with ld = gram_ld(m).
+void NewtonSchulz::Impl::run_gram(bf16_bits* X, int batch, long long rows, long long cols, StreamHandle s) {
+  const auto st = detail::stream(s);
+  const bool tall = rows > cols;
+  const long long m = tall ? cols : rows, n = tall ? rows : cols, per = rows * cols;
+  const long long ld = gram_ld(m), sq = gram_sq(m);
+  const auto& k = ns_coefficients::kGram;
+  frob_partial_kernel<<<dim3(kFrobBlocks, static_cast<unsigned>(batch)), 256, 0, st>>>(X, per, partial.data());
+  DIONSIM_LAUNCH_CHECK("gram newton_schulz (norm)");
+  gram_denominator_kernel<<<detail::blocks_for(batch, 128), 128, 0, st>>>(partial.data(), batch,
+                                                                          ns_coefficients::kGramEpsilon, denom.data());
+  DIONSIM_LAUNCH_CHECK("gram newton_schulz (norm finalize)");
+  gram_normalize_kernel<<<dim3(std::min(elementwise_blocks(per), 1024u), static_cast<unsigned>(batch)), 256, 0, st>>>(
+      X, per, denom.data(), gx.data());
+  DIONSIM_LAUNCH_CHECK("gram newton_schulz (normalize)");
+  fp16_bits* x = gx.data();
+  fp16_bits* x2 = gx2.data();
+  // R = W Wᵀ ; Y = P W (P m x m) into `out`.
+  auto gram = [&](const fp16_bits* w, fp16_bits* r) {
+    if (!tall) gemm16(true, false, m, m, n, w, n, per, w, n, per, r, ld, sq, batch, s);
+    else gemm16(false, true, m, m, n, w, m, per, w, m, per, r, ld, sq, batch, s);
+  };
+  auto left = [&](const fp16_bits* p, const fp16_bits* w, fp16_bits* out, float beta, const fp16_bits* c) {
+    if (!tall) gemm16(false, true, n, m, m, w, n, per, p, ld, sq, out, n, per, batch, s, 1.0F, beta, c);
+    else gemm16(false, false, m, n, m, p, ld, sq, w, m, per, out, m, per, batch, s, 1.0F, beta, c);
+  };
+  // D = alpha P Q + beta C on the m x m iterates.
+  auto sqm = [&](const fp16_bits* p, const fp16_bits* q, fp16_bits* d, float alpha, float beta, const fp16_bits* c) {
+    gemm16(false, false, m, m, m, p, ld, sq, q, ld, sq, d, ld, sq, batch, s, alpha, beta, c);
+  };
+  fp16_bits *R = gR.data(), *Z = gZ.data(), *Q = gQ.data(), *Q2 = gQ2.data(), *RZ = gRZ.data();
+  if (m == n) {  // square: the standard iteration (R holds A, Z holds B)
+    for (const auto& c : k) {
+      gram(x, R);
+      sqm(R, R, Z, static_cast<float>(c.c), static_cast<float>(c.b), R);
+      left(Z, x, x2, static_cast<float>(c.a), x);
+      std::swap(x, x2);
+    }
+  } else {
+    gram(x, R);
+    const int iters = static_cast<int>(k.size());
+    for (int i = 0; i < iters; ++i) {
+      const auto& c = k[static_cast<std::size_t>(i)];
+      const float a = static_cast<float>(c.a);
+      const bool reset = i == ns_coefficients::kGramReset;
+      if (reset) {
+        left(Q, x, x2, 0.0F, nullptr);
+        std::swap(x, x2);
+        gram(x, R);
+      }
+      sqm(R, R, Z, static_cast<float>(c.c), static_cast<float>(c.b), R);
+      if (i == 0 || reset) {
+        gram_add_identity_kernel<<<dim3(std::min(elementwise_blocks(sq), 1024u), static_cast<unsigned>(batch)), 256, 0,
+                                   st>>>(Z, m, ld, sq, a, Q);
+        DIONSIM_LAUNCH_CHECK("gram newton_schulz (Q = Z + aI)");
+      } else {
+        sqm(Q, Z, Q2, 1.0F, a, Q);
+        std::swap(Q, Q2);
+      }
+      if (i < iters - 1 && i + 1 != ns_coefficients::kGramReset) {
+        sqm(R, Z, RZ, 1.0F, a, R);
+        sqm(Z, RZ, R, 1.0F, a, RZ);
+      }
+    }
+    left(Q, x, x2, 0.0F, nullptr);
+    std::swap(x, x2);
+  }
+  gram_to_bf16_kernel<<<elementwise_blocks(batch * per), 256, 0, st>>>(x, batch * per, X);
+  DIONSIM_LAUNCH_CHECK("gram newton_schulz (to bf16)");
 }
 
 // Layout autotuning (first run of a shape with autotune on): block rows, the configured layout and
@@ -662,6 +816,10 @@ void NewtonSchulz::run(bf16_bits* X, int batch, std::int64_t rows, std::int64_t 
   if (batch == 0) return;
   reserve(batch, rows, cols);  // no-op once reserved (allocation would synchronize)
   Impl& im = *impl_;
+  if (im.kind == NsKind::gram) {
+    im.run_gram(X, batch, rows, cols, s);
+    return;
+  }
   const Impl::Resolved r = im.autotune ? im.tuned_layout(X, batch, rows, cols, s) : im.resolve(im.configured, rows, cols);
   im.run_layout(X, batch, rows, cols, r, s);
 }

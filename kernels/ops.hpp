@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/bf16.hpp"
+#include "optimizer/bf16.hpp"
 #include "kernels/device.hpp"
 
 namespace dionsim::kernels {
@@ -167,6 +167,38 @@ void row_map_from_index(const std::int32_t* index, const std::int32_t* count, in
 void row_map_from_slots(const std::int32_t* slot_src, std::int64_t slots, std::int64_t rows, std::int32_t* u_row,
                         StreamHandle s);
 
+// ---- column selection (Dion2 unsharded, R > C: §1.4, §3.4) ---------------------------------------
+
+// Scratch of accumulate_col_l1: per-column partial sums over chunks of rows, sized once.
+class ColKeysScratch {
+ public:
+  ColKeysScratch(int N, std::int64_t rows, std::int64_t cols);
+  float* data() { return partial_.data(); }
+  [[nodiscard]] int chunks() const { return chunks_; }
+  [[nodiscard]] std::size_t size() const { return partial_.size(); }
+
+ private:
+  int chunks_;
+  DeviceArray<float> partial_;
+};
+// M += G over [N][rows][cols] (as accumulate_row_l1), then keys[m][c] = sum_r |M[m][r][c]| in
+// fp32 (partial sums over chunks of 256 rows in row order, then the chunks in order); bf16 momentum
+// rounds the key to bf16.
+void accumulate_col_l1(const float* G, void* M, MomentumDtype dtype, int N, std::int64_t rows, std::int64_t cols,
+                       float* keys, ColKeysScratch& scratch, StreamHandle s);
+// The selected columns as the rows of a wide matrix: out[m][t][r] = bf16(M[m][r][index[m*cols + t]])
+// for t < count[m] (pre-decay), zero rows for count[m] <= t < k; then M *= ef at those columns (fp32
+// product, one rounding; ef = 1 skips it). out is [N][k][rows].
+void gather_cols_bf16(void* M, MomentumDtype dtype, const std::int32_t* index, const std::int32_t* count, int N,
+                      std::int64_t rows, std::int64_t cols, std::int64_t k, bf16_bits* out, StreamHandle s,
+                      float ef = 1.0F);
+// The indexed post of column selection: W *= (1 - lr*wd) everywhere; column c of matrix m with
+// u_col[m*cols + c] = j >= 0 gets W[r][c] += -adjusted_lr * U[j][r] (U rows are the wide NS output
+// [N*k][rows]; row_map_from_index(index, count, N, cols, k, u_col) builds the map). Rounding as
+// masked_post with round_update_bf16 = false (p.ef is not used: EF was applied by the gather).
+void post_cols(float* W, const bf16_bits* U, const std::int32_t* u_col, int N, std::int64_t rows, std::int64_t cols,
+               const PostParams& p, StreamHandle s);
+
 // NorDion2 normalization (§2.8) per matrix on this rank's rows: V [N][L] fp32 is updated for
 // applied rows; row_scale [N][L] receives 1/(sqrt(V)+1e-8) * F0/max(|Ohat|_F, 1e-8) for applied
 // rows and 0 elsewhere (so masked_post applies O' = O * row_scale).
@@ -181,7 +213,9 @@ void fill_random(float* out, std::int64_t n, std::uint64_t seed, float scale, St
 
 // ---- Newton-Schulz (§2.6) -----------------------------------------------------------------------
 
-enum class NsKind { polar_express, quintic };
+// gram: Gram Newton-Schulz (§2.6.3) in fp16 (fp16 cuBLASLt GEMMs, fp32 accumulate), as
+// optimizer/newton_schulz.hpp's CPU reference.
+enum class NsKind { polar_express, quintic, gram };
 
 // How NewtonSchulz computes its symmetric products X Xᵀ and A A: only the upper block triangle,
 // mirrored. block_rows: one strided GEMM per block row (set_symmetric_blocks / _min); tiles: the
@@ -239,6 +273,10 @@ class NewtonSchulz {
   [[nodiscard]] std::int64_t symmetric_blocks(std::int64_t m) const;
   // Nominal GEMM FLOPs of one run (§2.6.4): batch * (20 m^2 n + 10 m^3).
   static double flops(int batch, std::int64_t rows, std::int64_t cols);
+  // GEMM FLOPs one run executes with the layout this shape uses (Polar Express / quintic: the
+  // symmetric products' upper block triangles, (nb+1)/(2nb) of a full product each; Gram: plain
+  // GEMMs, 8 m^2 n + 28 m^3, or 30 m^3 when square).
+  [[nodiscard]] double executed_flops(int batch, std::int64_t rows, std::int64_t cols) const;
   // One plain bf16 GEMM [m x k] x [k x n] through the same cuBLASLt path, batched (for the
   // "cuBLAS's own" TFLOP/s baseline in the benchmark). A, B, C are device bf16.
   void gemm(const bf16_bits* A, const bf16_bits* B, bf16_bits* C, int batch, std::int64_t m, std::int64_t n,

@@ -67,24 +67,25 @@ __global__ void masked_post_kernel(float* W, void* M, bool m_bf16, const std::ui
         uj[1] = __uint_as_float(v.x & 0xffff0000u);
         uj[2] = __uint_as_float(v.y << 16);
         uj[3] = __uint_as_float(v.y & 0xffff0000u);
-        for (int k = 0; k < 4; ++k) mm[k] = detail::load_m(M, m_bf16, wrow + 4 * q + k);
+        if (ef != 1.0F)  // ef = 1 (the indexed posts: EF was applied before NS) leaves M as it is
+          for (int k = 0; k < 4; ++k) mm[k] = detail::load_m(M, m_bf16, wrow + 4 * q + k);
       }
       float ww[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
       for (int k = 0; k < 4; ++k)
         post_one(ww[k], mm[k], applied, uj[k], scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
       w4[q] = make_float4(ww[0], ww[1], ww[2], ww[3]);
-      if (applied)
+      if (applied && ef != 1.0F)
         for (int k = 0; k < 4; ++k) detail::store_m(M, m_bf16, wrow + 4 * q + k, mm[k]);
     }
     return;
   }
   for (long long j = threadIdx.x; j < cols; j += blockDim.x) {
-    float w = W[wrow + j], mm = applied ? detail::load_m(M, m_bf16, wrow + j) : 0.0F;
+    float w = W[wrow + j], mm = applied && ef != 1.0F ? detail::load_m(M, m_bf16, wrow + j) : 0.0F;
     const float uj = applied ? detail::bf16_to_float(u[j]) : 0.0F;
     post_one(w, mm, applied, uj, scale, has_scale, decay, neg_adj_lr, ef, round_update, param_bf16);
     W[wrow + j] = w;
-    if (applied) detail::store_m(M, m_bf16, wrow + j, mm);
+    if (applied && ef != 1.0F) detail::store_m(M, m_bf16, wrow + j, mm);
   }
 }
 

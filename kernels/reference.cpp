@@ -6,6 +6,8 @@
 #include <limits>
 #include <numeric>
 
+#include "optimizer/newton_schulz_coefficients.hpp"
+
 namespace dionsim::kernels::ref {
 
 namespace {
@@ -174,16 +176,6 @@ void nordion2_row_scale(const std::vector<bf16_bits>& U, int N, std::int64_t L, 
 }
 
 void newton_schulz(std::vector<bf16_bits>& X, int batch, std::int64_t rows, std::int64_t cols, NsKind kind, float eps) {
-  static constexpr std::array<std::array<double, 3>, 5> pe{{{8.156554524902461, -22.48329292557795, 15.878769915207462},
-                                                            {4.042929935166739, -2.808917465908714, 0.5000178451051316},
-                                                            {3.8916678022926607, -2.772484153217685, 0.5060648178503393},
-                                                            {3.285753657755655, -2.3681294933425376, 0.46449024233003106},
-                                                            {2.3465413258596377, -1.7097828382687081, 0.42323551169305323}}};
-  static constexpr std::array<std::array<double, 3>, 5> qu{{{4.0848, -6.8946, 2.9270},
-                                                            {3.9505, -6.3029, 2.6377},
-                                                            {3.7418, -5.5913, 2.3037},
-                                                            {2.8769, -3.1427, 1.2046},
-                                                            {2.8366, -3.0525, 1.2012}}};
   const bool tall = rows > cols;
   const std::int64_t m = tall ? cols : rows, n = tall ? rows : cols;
   // Work on the wide form Z [m][n] (tall: Z = Xᵀ); XᵀX and X B are the transposes of Z Zᵀ and B Z.
@@ -202,7 +194,7 @@ void newton_schulz(std::vector<bf16_bits>& X, int batch, std::int64_t rows, std:
     const float d = round_bf16(scaled + eps);
     for (auto& z : Z) z = round_bf16(z / d);
     std::vector<float> A(static_cast<std::size_t>(m * m)), AA(A.size()), Bm(A.size()), BZ(Z.size());
-    for (const auto& abc : kind == NsKind::polar_express ? pe : qu) {
+    for (const auto& abc : kind == NsKind::polar_express ? ns_coefficients::kPolarExpress : ns_coefficients::kQuintic) {
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < m; ++j) {
           double acc = 0;
@@ -216,14 +208,14 @@ void newton_schulz(std::vector<bf16_bits>& X, int batch, std::int64_t rows, std:
           AA[static_cast<std::size_t>(i * m + j)] = round_bf16(static_cast<float>(acc));
         }
       for (std::size_t i = 0; i < A.size(); ++i)
-        Bm[i] = round_bf16(round_bf16(static_cast<float>(abc[1]) * A[i]) + round_bf16(static_cast<float>(abc[2]) * AA[i]));
+        Bm[i] = round_bf16(round_bf16(static_cast<float>(abc.b) * A[i]) + round_bf16(static_cast<float>(abc.c) * AA[i]));
       for (std::int64_t i = 0; i < m; ++i)
         for (std::int64_t j = 0; j < n; ++j) {
           double acc = 0;
           for (std::int64_t t = 0; t < m; ++t) acc += static_cast<double>(Bm[static_cast<std::size_t>(i * m + t)]) * Z[static_cast<std::size_t>(t * n + j)];
           BZ[static_cast<std::size_t>(i * n + j)] = round_bf16(static_cast<float>(acc));
         }
-      for (std::size_t i = 0; i < Z.size(); ++i) Z[i] = round_bf16(round_bf16(static_cast<float>(abc[0]) * Z[i]) + BZ[i]);
+      for (std::size_t i = 0; i < Z.size(); ++i) Z[i] = round_bf16(round_bf16(static_cast<float>(abc.a) * Z[i]) + BZ[i]);
     }
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) x[zi(i, j)] = to_bf16(Z[static_cast<std::size_t>(i * n + j)]);

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/bf16.hpp"
+#include "optimizer/bf16.hpp"
 #include "kernels/ops.hpp"
 
 namespace dionsim::kernels::ref {

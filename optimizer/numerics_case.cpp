@@ -124,7 +124,8 @@ NumericsCase load_numerics_case(const std::string& dir) {
   if (dtype != "float32" && dtype != "bfloat16") throw_bad_input(where, "dtype", dtype, "float32 or bfloat16");
   cfg.dtype = dtype == "float32" ? Dtype::float32 : Dtype::bfloat16;
   const std::string ns = r.text("ns", "polar_express");
-  if (ns != "polar_express" && ns != "newton_schulz5") throw_bad_input(where, "ns", ns, "polar_express or newton_schulz5");
+  if (ns != "polar_express" && ns != "newton_schulz5" && ns != "gram")
+    throw_bad_input(where, "ns", ns, "polar_express, newton_schulz5 or gram");
   cfg.ns = parse_ns(ns, "ns");
   const json* params = r.get("params", true);
   if (!params->is_array() || params->empty()) throw_bad_input(where, "params", json_excerpt(*params), "a non-empty list of {name, shape}");

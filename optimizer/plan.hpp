@@ -22,8 +22,8 @@ namespace dionsim::opt {
 
 enum class Scope { local, global, global_capped };
 enum class OptimizerKind { dion2, nordion2 };
-// polar_express (default), newton_schulz5 (legacy quintic), gram (Gram NS: FLOP model only;
-// the CPU reference step implements the first two).
+// polar_express (default), newton_schulz5 (legacy quintic), gram (Gram NS, §2.6.3: in the CPU
+// reference step and on GPUs, optimizer/newton_schulz.hpp).
 enum class NsKind { polar_express, newton_schulz5, gram };
 // Per shape group (spec §1.6): local = sharded per-shard top-k (§3.1); global = full-shard a2a
 // (§3.2, also capped groups routed by §4.1); capped_packed = §4; ddp = unsharded with a process

@@ -199,7 +199,7 @@ struct ReferenceOptimizer::Impl {
           float* mrow = s.M.data() + rows[t] * C;
           std::uint16_t* out = chunk.data() + ((m % pr) * k + static_cast<std::int64_t>(t)) * C;
           for (std::int64_t c = 0; c < C; ++c) {
-            out[c] = bf16_bits(mrow[c]);            // pre-decay copy as bf16
+            out[c] = to_bf16(mrow[c]);            // pre-decay copy as bf16
             mrow[c] = round_p(mrow[c] * ef);       // EF decay, fp32 product rounded once (§2.10.5)
           }
         }
@@ -213,12 +213,12 @@ struct ReferenceOptimizer::Impl {
       std::vector<float> buf(at(g.kw * C));
       for (std::int64_t s = 0; s < w; ++s) {
         const std::uint16_t* in = recv[at(d)][at(s)].data() + j * k * C;
-        for (std::int64_t e = 0; e < k * C; ++e) buf[at(s * k * C + e)] = bf16_value(in[e]);
+        for (std::int64_t e = 0; e < k * C; ++e) buf[at(s * k * C + e)] = from_bf16(in[e]);
       }
       orthogonalize(buf, g.kw, C);
       for (std::int64_t s = 0; s < w; ++s) {
         std::uint16_t* out = back[at(d)][at(s)].data() + j * k * C;
-        for (std::int64_t e = 0; e < k * C; ++e) out[e] = bf16_bits(buf[at(s * k * C + e)]);
+        for (std::int64_t e = 0; e < k * C; ++e) out[e] = to_bf16(buf[at(s * k * C + e)]);
       }
     });
     recv.clear();
@@ -230,7 +230,7 @@ struct ReferenceOptimizer::Impl {
         const auto& rows = sel[at(r)][at(m)];
         const std::uint16_t* in = ret[at(r)][at(m / pr)].data() + (m % pr) * k * C;
         std::vector<float> U(rows.size() * at(C));
-        for (std::size_t e = 0; e < U.size(); ++e) U[e] = bf16_value(in[e]);  // first k_r rows
+        for (std::size_t e = 0; e < U.size(); ++e) U[e] = from_bf16(in[e]);  // first k_r rows
         indexed_post(s, params[members[at(m)]], std::move(U), rows, true, applied[members[at(m)]]);
       }
     });
@@ -247,7 +247,7 @@ struct ReferenceOptimizer::Impl {
         const Shard& s = rank_state[at(r)][members[j]];
         const std::int64_t m = static_cast<std::int64_t>(j);
         std::uint16_t* out = send[at(r)][at(m / pr)].data() + (m % pr) * pl * C;
-        for (std::size_t e = 0; e < s.M.size(); ++e) out[e] = bf16_bits(s.M[e]);  // zero rows pad to pl
+        for (std::size_t e = 0; e < s.M.size(); ++e) out[e] = to_bf16(s.M[e]);  // zero rows pad to pl
       }
     }
     auto recv = transport.all_to_all("a2a_fwd", gi, send);
@@ -261,7 +261,7 @@ struct ReferenceOptimizer::Impl {
       std::vector<float> full(at(Sp * C));
       for (std::int64_t s = 0; s < w; ++s) {
         const std::uint16_t* in = recv[at(d)][at(s)].data() + j * pl * C;
-        for (std::int64_t e = 0; e < pl * C; ++e) full[at(s * pl * C + e)] = bf16_value(in[e]);
+        for (std::int64_t e = 0; e < pl * C; ++e) full[at(s * pl * C + e)] = from_bf16(in[e]);
       }
       // bf16 keys: L1 of the bf16 rows, rounded to bf16 (§2.2); ties -> lower assembled row (§9.1).
       std::vector<float> keys(at(Sp));
@@ -279,7 +279,7 @@ struct ReferenceOptimizer::Impl {
       for (std::size_t t = 0; t < rows.size(); ++t) {
         const std::int64_t i = rows[t];
         std::uint16_t* out = back[at(d)][at(i / pl)].data() + (j * pl + i % pl) * C;
-        for (std::int64_t c = 0; c < C; ++c) out[c] = bf16_bits(sub[t * at(C) + at(c)]);
+        for (std::int64_t c = 0; c < C; ++c) out[c] = to_bf16(sub[t * at(C) + at(c)]);
       }
     });
     recv.clear();
@@ -290,7 +290,7 @@ struct ReferenceOptimizer::Impl {
         Shard& s = rank_state[at(r)][members[at(m)]];
         const std::uint16_t* in = ret[at(r)][at(m / pr)].data() + (m % pr) * pl * C;
         std::vector<float> U(s.X.size());
-        for (std::size_t e = 0; e < U.size(); ++e) U[e] = bf16_value(in[e]);  // first L_r rows
+        for (std::size_t e = 0; e < U.size(); ++e) U[e] = from_bf16(in[e]);  // first L_r rows
         masked_post(s, params[members[at(m)]], U, applied[members[at(m)]]);
       }
     });
@@ -327,7 +327,7 @@ struct ReferenceOptimizer::Impl {
       for (std::int64_t d = 0; d < w; ++d) {
         write_capped_chunk(packs.back(), d, C, send[at(r)][at(d)], [&](std::int64_t m, std::int64_t row, std::uint16_t* out) {
           const Shard& s = rank_state[at(r)][members[at(m)]];
-          for (std::int64_t c = 0; c < C; ++c) out[c] = bf16_bits(s.M[at(row * C + c)]);
+          for (std::int64_t c = 0; c < C; ++c) out[c] = to_bf16(s.M[at(row * C + c)]);
         });
       }
     }
@@ -342,9 +342,9 @@ struct ReferenceOptimizer::Impl {
       std::vector<float> m(at(g.kw * C));
       for (std::int64_t j = 0; j < pr; ++j) {
         std::uint16_t* bj = buffer.data() + j * g.kw * C;
-        for (std::size_t e = 0; e < m.size(); ++e) m[e] = bf16_value(bj[e]);
+        for (std::size_t e = 0; e < m.size(); ++e) m[e] = from_bf16(bj[e]);
         orthogonalize(m, g.kw, C);
-        for (std::size_t e = 0; e < m.size(); ++e) bj[e] = bf16_bits(m[e]);
+        for (std::size_t e = 0; e < m.size(); ++e) bj[e] = to_bf16(m[e]);
       }
       std::vector<std::span<std::uint16_t>> out;
       for (std::int64_t s = 0; s < w; ++s) out.emplace_back(back[at(d)][at(s)]);
@@ -360,7 +360,7 @@ struct ReferenceOptimizer::Impl {
       std::vector<std::span<const std::uint16_t>> in;
       for (std::int64_t d = 0; d < w; ++d) in.emplace_back(ret[at(r)][at(d)]);
       unpack_capped(packs[at(r)], in, C, [&](std::int64_t m, std::int64_t row, std::span<const std::uint16_t> words) {
-        for (std::int64_t c = 0; c < C; ++c) U[at(r)][at(m)][at(row * C + c)] = bf16_value(words[at(c)]);
+        for (std::int64_t c = 0; c < C; ++c) U[at(r)][at(m)][at(row * C + c)] = from_bf16(words[at(c)]);
       });
     }
     ret.clear();
@@ -422,13 +422,13 @@ struct ReferenceOptimizer::Impl {
         if (m >= N) return;  // virtual
         std::vector<float> x = subs[at(r)][at(m)];
         orthogonalize(x, g.ns_rows, g.ns_cols);
-        for (std::int64_t e = 0; e < sub_n; ++e) inputs[at(r)][at(j * sub_n + e)] = bf16_bits(x[at(e)]);
+        for (std::int64_t e = 0; e < sub_n; ++e) inputs[at(r)][at(j * sub_n + e)] = to_bf16(x[at(e)]);
       });
       const auto gathered = transport.all_gather("ddp_allgather", gi, inputs);
       for (std::int64_t r = 0; r < w; ++r) {
         for (std::int64_t m = 0; m < N; ++m) {
           auto& x = subs[at(r)][at(m)];
-          for (std::int64_t e = 0; e < sub_n; ++e) x[at(e)] = bf16_value(gathered[at(m * sub_n + e)]);
+          for (std::int64_t e = 0; e < sub_n; ++e) x[at(e)] = from_bf16(gathered[at(m * sub_n + e)]);
         }
       }
     } else {
@@ -460,7 +460,6 @@ ReferenceOptimizer::ReferenceOptimizer(const StepConfig& config, std::vector<Par
   pc.sharded = config.sharded;
   pc.momentum_bytes = pc.param_bytes = config.dtype == Dtype::float32 ? 4 : 2;
   validate(pc);
-  if (config.ns == NsKind::gram) throw std::invalid_argument("the CPU reference step implements polar_express and newton_schulz5");
   if (initial.size() != params.size()) throw std::invalid_argument("one initial matrix per parameter");
   s.params = std::move(params);
   s.fsdp = config.sharded && config.world > 1;

@@ -38,6 +38,9 @@ class Engine {
 
   // Network links (capacity in bytes/s, > 0).
   LinkId add_link(double capacity_Bps) { return solver_.add_link(capacity_Bps); }
+  // Changes a link's capacity now: the flows crossing it are settled at their old rates and go
+  // on at the re-solved ones (lazily, once all events of this instant have run).
+  void set_link_capacity(LinkId link, double capacity_Bps) { solver_.set_capacity(link, capacity_Bps); }
 
   // Starts a flow of `bytes` (>= 0) along `route` now; `on_delivered` runs at completion +
   // latency. A zero-byte flow (or an empty route, i.e. a local copy) is delivered after latency.

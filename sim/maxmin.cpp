@@ -25,6 +25,17 @@ LinkId MaxMinSolver::add_link(double capacity_Bps) {
   return static_cast<LinkId>(links_.size() - 1);
 }
 
+void MaxMinSolver::set_capacity(LinkId link, double capacity_Bps) {
+  if (link >= links_.size()) throw std::invalid_argument("MaxMinSolver::set_capacity: unknown link");
+  if (!(capacity_Bps > 0) || !std::isfinite(capacity_Bps)) {
+    throw std::invalid_argument("MaxMinSolver::set_capacity: capacity must be positive and finite, got " +
+                                std::to_string(capacity_Bps));
+  }
+  if (links_[link].capacity == capacity_Bps) return;
+  links_[link].capacity = capacity_Bps;
+  if (!links_[link].flows.empty()) mark_dirty(link);
+}
+
 FlowId MaxMinSolver::add_flow(std::span<const LinkUse> route) {
   if (route.empty()) throw std::invalid_argument("MaxMinSolver::add_flow: empty route");
   for (std::size_t i = 0; i < route.size(); ++i) {

@@ -30,6 +30,10 @@ class MaxMinSolver {
   LinkId add_link(double capacity_Bps);
   [[nodiscard]] double capacity_Bps(LinkId link) const { return links_[link].capacity; }
   [[nodiscard]] std::size_t link_count() const { return links_.size(); }
+  // Changes a link's capacity (> 0, finite; std::invalid_argument otherwise): the next solve()
+  // recomputes its component, as after an arrival. How a contention effect (a resource shared
+  // with something that is not a flow, e.g. HBM beside a kernel) reaches the flows crossing it.
+  void set_capacity(LinkId link, double capacity_Bps);
 
   // The route must be non-empty, name existing links, and each link at most once.
   FlowId add_flow(std::span<const LinkUse> route);

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -104,184 +102,33 @@ DurationNs host_cost_ns(double host_launch_us, std::int64_t launches) {
 // When the GPU may start an op the host issues at `host`: at once when the host runs ahead.
 DurationNs release_ns(const StepProgramOptions& options, DurationNs host) { return options.host_ahead ? 0 : host; }
 
-// Totals and exposure from the events (both schedulers fill `events` the same way).
-void summarize(OptimizerStepResult& r, DurationNs host_end, const StepProgramOptions& options) {
-  std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
-  DurationNs end = release_ns(options, host_end);
-  for (const auto& e : r.events) {
-    const DurationNs stop = e.start_ns + e.duration_ns;
-    end = std::max(end, stop);
-    if (e.duration_ns > 0) (e.stream == StreamKind::compute ? compute_iv : comm_iv).emplace_back(e.start_ns, stop);
-  }
-  r.wall_ns = end;
-  r.host_issue_ns = host_end;
-  r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
-}
-
-void add_kernel_totals(OptimizerStepResult& r, const StepEvent& e) {
-  r.gpu_busy_ns += e.duration_ns;
-  (e.name == "ns_gemm" ? r.ns_gemm_ns : r.non_gemm_ns) += e.duration_ns;
-  r.launches += e.launches;
-}
-
-void add_collective_totals(OptimizerStepResult& r, const StepEvent& e, opt::CollectiveKind kind) {
-  r.comm_ns += e.duration_ns;
-  r.collectives += 1;
-  r.launches += 1;
-  if (kind == opt::CollectiveKind::all_to_all) {
-    r.a2a_ns += e.duration_ns;
-    r.a2a_bytes += e.bytes;
-  } else {
-    r.allgather_ns += e.duration_ns;
-    r.allgather_bytes += e.bytes;
-  }
-}
-
 KernelQuery query(const opt::GroupPlan& group, const opt::KernelWork& k) {
   const bool ns = k.kernel == "ns_gemm";
   return {k.kernel, k.gemm_flops, k.hbm_bytes, k.launches, ns ? group.ns_rows : 0, ns ? group.ns_cols : 0};
 }
 
-std::vector<int> phase_counts(const opt::Plan& plan) {
-  std::vector<int> phases;
-  for (const auto& g : plan.groups) phases.push_back(static_cast<int>(g.phases.size()));
-  return phases;
-}
+// Picoseconds to the nearest nanosecond (every input is whole ns: exact without contention).
+DurationNs to_ns(SimTime t) { return (t.count_ps() + 500) / 1000; }
 
 }  // namespace
 
-OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                                       const CollectiveTimer& collectives,
-                                                       const StepProgramOptions& options) {
+bool LoweredStep::contended() const {
+  if (collective_hbm_slowdown != 1.0) return true;
+  return std::any_of(ops.begin(), ops.end(), [](const StepOp& op) { return op.overlap_slowdown != 1.0; });
+}
+
+LoweredStep lower_optimizer_step(const opt::Plan& plan, const KernelModel& kernels, const CollectiveTimer& collectives,
+                                 const StepProgramOptions& options) {
   if (!(options.collective_hbm_slowdown >= 1.0 && std::isfinite(options.collective_hbm_slowdown))) {
     throw_bad_input("optimizer step", "collective_hbm_slowdown", std::to_string(options.collective_hbm_slowdown),
                     "a factor >= 1");
   }
-  const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
-  struct CompOp {
-    double work = 0, slowdown = 1;  // isolated ns; stretch while a collective runs
-    bool memory_bound = false;      // no GEMM FLOPs: slows a collective beside it
-    std::int64_t after_comm = -1;   // index into comm: the task's previous collective (first kernel of a phase)
-    double release = 0;
-    StepEvent event;
-  };
-  struct CommOp {
-    double duration = 0;
-    std::int64_t after_comp = -1;  // every compute op up to this index
-    double release = 0;
-    StepEvent event;
-    opt::CollectiveKind kind = opt::CollectiveKind::none;
-  };
-  std::vector<CompOp> comp;
-  std::vector<CommOp> comm;
-  std::vector<std::int64_t> last_collective(plan.groups.size(), -1);
-  DurationNs host = 0;
-  for (const auto& [task, phase_index] : order) {
-    const auto& group = plan.groups[static_cast<std::size_t>(task)];
-    const auto& phase = group.phases[static_cast<std::size_t>(phase_index)];
-    const std::int64_t prev = last_collective[static_cast<std::size_t>(task)];
-    bool first = true;
-    for (const auto& k : phase.kernels) {
-      host += host_cost_ns(options.host_launch_us, k.launches);
-      const DurationNs d = kernels.time_ns(query(group, k));
-      comp.push_back({static_cast<double>(d), kernels.overlap_slowdown(k.kernel), k.gemm_flops <= 0.0, first ? prev : -1,
-                      static_cast<double>(release_ns(options, host)),
-                      {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches}});
-      first = false;
-    }
-    const auto& c = phase.collective;
-    if (c.kind == opt::CollectiveKind::none) continue;
-    host += host_cost_ns(options.host_launch_us, 1);
-    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
-    // FIFO on the one collective stream covers the task's previous collective.
-    comm.push_back({static_cast<double>(d), static_cast<std::int64_t>(comp.size()) - 1,
-                    static_cast<double>(release_ns(options, host)),
-                    {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
-    last_collective[static_cast<std::size_t>(task)] = static_cast<std::int64_t>(comm.size()) - 1;
-  }
-
-  // Event by event: at most one kernel and one collective run at a time (two FIFO streams); while
-  // both run, the kernel progresses at 1/its overlap slowdown and the collective, beside a
-  // memory-bound kernel, at 1/collective_hbm_slowdown.
-  std::vector<double> comp_end(comp.size(), -1), comm_end(comm.size(), -1), comp_start(comp.size()),
-      comm_start(comm.size());
-  std::size_t ci = 0, mi = 0;
-  bool comp_busy = false, comm_busy = false;
-  double t = 0, remaining = 0, comm_remaining = 0;
-  const auto comp_ready = [&](const CompOp& op) { return op.after_comm < 0 || comm_end[op.after_comm] >= 0; };
-  const auto comm_ready = [&](const CommOp& op) { return op.after_comp < 0 || comp_end[op.after_comp] >= 0; };
-  while (ci < comp.size() || mi < comm.size()) {
-    if (!comp_busy && ci < comp.size() && comp_ready(comp[ci]) && comp[ci].release <= t) {
-      comp_busy = true;
-      comp_start[ci] = t;
-      remaining = comp[ci].work;
-    }
-    if (!comm_busy && mi < comm.size() && comm_ready(comm[mi]) && comm[mi].release <= t) {
-      comm_busy = true;
-      comm_start[mi] = t;
-      comm_remaining = comm[mi].duration;
-    }
-    const double rate = comp_busy && comm_busy ? 1.0 / comp[ci].slowdown : 1.0;
-    const double comm_rate =
-        comp_busy && comm_busy && comp[ci].memory_bound ? 1.0 / options.collective_hbm_slowdown : 1.0;
-    double next = std::numeric_limits<double>::infinity();
-    if (comp_busy) next = std::min(next, t + remaining / rate);
-    if (comm_busy) next = std::min(next, t + comm_remaining / comm_rate);
-    if (!comp_busy && ci < comp.size() && comp_ready(comp[ci])) next = std::min(next, comp[ci].release);
-    if (!comm_busy && mi < comm.size() && comm_ready(comm[mi])) next = std::min(next, comm[mi].release);
-    if (!(next < std::numeric_limits<double>::infinity())) {
-      throw std::logic_error("contention schedule: no op can run (dependency cycle)");
-    }
-    if (comp_busy) remaining -= (next - t) * rate;
-    if (comm_busy) comm_remaining -= (next - t) * comm_rate;
-    t = next;
-    if (comp_busy && remaining <= 1e-6) {
-      comp_end[ci++] = t;
-      comp_busy = false;
-    }
-    if (comm_busy && comm_remaining <= 1e-6) {
-      comm_end[mi++] = t;
-      comm_busy = false;
-    }
-  }
-  OptimizerStepResult r;
-  for (std::size_t i = 0; i < comp.size(); ++i) {
-    comp[i].event.start_ns = std::llround(comp_start[i]);
-    comp[i].event.duration_ns = std::llround(comp_end[i]) - comp[i].event.start_ns;
-    add_kernel_totals(r, comp[i].event);
-  }
-  for (std::size_t i = 0; i < comm.size(); ++i) {
-    comm[i].event.start_ns = std::llround(comm_start[i]);
-    comm[i].event.duration_ns = std::llround(comm_end[i]) - comm[i].event.start_ns;
-    add_collective_totals(r, comm[i].event, comm[i].kind);
-  }
-  // Events in issue order, as the other schedulers give them.
-  std::size_t a = 0, b = 0;
-  for (const auto& [task, phase_index] : order) {
-    const auto& phase = plan.groups[static_cast<std::size_t>(task)].phases[static_cast<std::size_t>(phase_index)];
-    for (std::size_t k = 0; k < phase.kernels.size(); ++k) r.events.push_back(comp[a++].event);
-    if (phase.collective.kind != opt::CollectiveKind::none) r.events.push_back(comm[b++].event);
-  }
-  summarize(r, host, options);
-  return r;
-}
-
-OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                            const CollectiveTimer& collectives, const StepProgramOptions& options) {
-  // Any factor other than 1 (an invalid one included: it is refused there) needs the contention schedule.
-  if (kernels.models_contention() || options.collective_hbm_slowdown != 1.0) {
-    return contention_schedule_optimizer_step(plan, kernels, collectives, options);
-  }
-  const auto order = async_runtime_order(phase_counts(plan), options.max_concurrent_tasks);
-  Engine engine;
-  StreamProgram program(engine, 1);  // rank 0 stands for every rank
-  struct Pending {
-    OpId op;
-    StepEvent event;
-    opt::CollectiveKind kind;
-  };
-  std::vector<Pending> pending;
-  std::vector<std::int64_t> last_collective(plan.groups.size(), -1);  // OpId by task
+  std::vector<int> phases;
+  for (const auto& g : plan.groups) phases.push_back(static_cast<int>(g.phases.size()));
+  const auto order = async_runtime_order(phases, options.max_concurrent_tasks);
+  LoweredStep step;
+  step.collective_hbm_slowdown = options.collective_hbm_slowdown;
+  std::vector<std::int64_t> last_collective(plan.groups.size(), -1);  // op index by task
   std::int64_t last_compute = -1;
   DurationNs host = 0;
   for (const auto& [task, phase_index] : order) {
@@ -291,117 +138,115 @@ OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelM
     bool first = true;
     for (const auto& k : phase.kernels) {
       host += host_cost_ns(options.host_launch_us, k.launches);
-      const DurationNs d = kernels.time_ns(query(group, k));
-      std::vector<OpId> deps;
-      if (first && prev >= 0) deps.push_back(static_cast<OpId>(prev));  // stream-wait on the collective
+      StepOp op;
+      op.event = {StreamKind::compute, k.kernel, task, phase_index, 0, kernels.time_ns(query(group, k)),
+                  k.hbm_bytes, k.gemm_flops, k.launches};
+      op.release_ns = release_ns(options, host);
+      // The phase's first kernel stream-waits on the task's previous collective.
+      if (first && prev >= 0) op.deps.push_back(static_cast<std::size_t>(prev));
+      op.overlap_slowdown = kernels.overlap_slowdown(k.kernel);
+      op.memory_bound = k.gemm_flops <= 0.0;
       first = false;
-      const OpId id = program.compute(0, SimTime::ns(d), k.kernel, deps, SimTime::ns(release_ns(options, host)));
-      last_compute = id;
-      pending.push_back(
-          {id,
-           {StreamKind::compute, k.kernel, task, phase_index, 0, d, k.hbm_bytes, k.gemm_flops, k.launches},
-           opt::CollectiveKind::none});
+      last_compute = static_cast<std::int64_t>(step.ops.size());
+      step.ops.push_back(std::move(op));
     }
     const auto& c = phase.collective;
     if (c.kind == opt::CollectiveKind::none) continue;
     host += host_cost_ns(options.host_launch_us, 1);
-    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
+    StepOp op;
+    op.event = {StreamKind::collective, c.name, task, phase_index, 0,
+                collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer}), c.bytes_sent, 0.0, 1};
+    op.collective = c.kind;
+    op.release_ns = release_ns(options, host);
     // The collective waits for everything issued on the compute stream so far (an event recorded
     // there) and for its task's previous collective (stream order of the one collective stream).
-    std::vector<OpId> deps;
-    if (last_compute >= 0) deps.push_back(static_cast<OpId>(last_compute));
-    if (prev >= 0) deps.push_back(static_cast<OpId>(prev));
-    const OpId id =
-        program.collective_timed(SimTime::ns(d), static_cast<double>(c.bytes_sent), c.name, deps,
-                                 SimTime::ns(release_ns(options, host)));
-    last_collective[static_cast<std::size_t>(task)] = id;
-    pending.push_back({id, {StreamKind::collective, c.name, task, phase_index, 0, d, c.bytes_sent, 0.0, 1}, c.kind});
+    if (last_compute >= 0) op.deps.push_back(static_cast<std::size_t>(last_compute));
+    if (prev >= 0) op.deps.push_back(static_cast<std::size_t>(prev));
+    last_collective[static_cast<std::size_t>(task)] = static_cast<std::int64_t>(step.ops.size());
+    step.ops.push_back(std::move(op));
   }
-  program.run();
+  step.host_issue_ns = host;
+  step.host_release_ns = release_ns(options, host);
+  return step;
+}
+
+OptimizerStepResult summarize_optimizer_step(const LoweredStep& step, std::vector<StepEvent> events) {
+  if (events.size() != step.ops.size()) {
+    throw std::logic_error("summarize_optimizer_step: one event per op expected");
+  }
   OptimizerStepResult r;
-  for (auto& p : pending) {
-    const auto& rec = program.op(p.op);
-    p.event.start_ns = rec.start.count_ps() / 1000;  // every input is whole ns
-    if (p.event.stream == StreamKind::compute) {
-      add_kernel_totals(r, p.event);
-    } else {
-      add_collective_totals(r, p.event, p.kind);
+  std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
+  DurationNs end = step.host_release_ns;
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const StepEvent& e = events[i];
+    const DurationNs stop = e.start_ns + e.duration_ns;
+    end = std::max(end, stop);
+    if (e.stream == StreamKind::compute) {
+      r.gpu_busy_ns += e.duration_ns;
+      (e.name == "ns_gemm" ? r.ns_gemm_ns : r.non_gemm_ns) += e.duration_ns;
+      r.launches += e.launches;
+      if (e.duration_ns > 0) compute_iv.emplace_back(e.start_ns, stop);
+      continue;
     }
-    r.events.push_back(std::move(p.event));
+    r.comm_ns += e.duration_ns;
+    r.collectives += 1;
+    r.launches += 1;
+    if (step.ops[i].collective == opt::CollectiveKind::all_to_all) {
+      r.a2a_ns += e.duration_ns;
+      r.a2a_bytes += e.bytes;
+    } else {
+      r.allgather_ns += e.duration_ns;
+      r.allgather_bytes += e.bytes;
+    }
+    if (e.duration_ns > 0) comm_iv.emplace_back(e.start_ns, stop);
   }
-  summarize(r, host, options);
+  r.wall_ns = end;
+  r.host_issue_ns = step.host_issue_ns;
+  r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
+  r.events = std::move(events);
   return r;
 }
 
-OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                                 const CollectiveTimer& collectives,
-                                                 const StepProgramOptions& options) {
-  std::vector<int> phases;
-  phases.reserve(plan.groups.size());
-  for (const auto& g : plan.groups) {
-    phases.push_back(static_cast<int>(g.phases.size()));
-  }
-  const auto order = async_runtime_order(phases, options.max_concurrent_tasks);
-
-  OptimizerStepResult r;
-  DurationNs host = 0, compute_free = 0, comm_free = 0;
-  std::vector<DurationNs> collective_done(plan.groups.size(), 0);
-  std::vector<std::pair<DurationNs, DurationNs>> compute_iv, comm_iv;
-
-  for (const auto& [task, phase_index] : order) {
-    const auto& group = plan.groups[static_cast<std::size_t>(task)];
-    const auto& phase = group.phases[static_cast<std::size_t>(phase_index)];
-    // Stream-wait on the task's previous collective: the compute stream stalls until it ends.
-    DurationNs phase_end = std::max(compute_free, collective_done[static_cast<std::size_t>(task)]);
-    for (const auto& k : phase.kernels) {
-      host += host_cost_ns(options.host_launch_us, k.launches);
-      const KernelQuery q{k.kernel,
-                          k.gemm_flops,
-                          k.hbm_bytes,
-                          k.launches,
-                          k.kernel == "ns_gemm" ? group.ns_rows : 0,
-                          k.kernel == "ns_gemm" ? group.ns_cols : 0};
-      const DurationNs d = kernels.time_ns(q);
-      const DurationNs start = std::max(phase_end, release_ns(options, host));
-      phase_end = start + d;
-      compute_free = phase_end;
-      r.gpu_busy_ns += d;
-      (k.kernel == "ns_gemm" ? r.ns_gemm_ns : r.non_gemm_ns) += d;
-      r.launches += k.launches;
-      if (d > 0) {
-        compute_iv.emplace_back(start, phase_end);
-      }
-      r.events.push_back(
-          {StreamKind::compute, k.kernel, task, phase_index, start, d, k.hbm_bytes, k.gemm_flops, k.launches});
-    }
-    const auto& c = phase.collective;
-    if (c.kind == opt::CollectiveKind::none) {
-      continue;
-    }
-    host += host_cost_ns(options.host_launch_us, 1);
-    const DurationNs d = collectives.time_ns({to_step(c.kind), c.bytes_sent, c.bytes_per_peer});
-    const DurationNs start = std::max({comm_free, phase_end, release_ns(options, host)});
-    comm_free = start + d;
-    collective_done[static_cast<std::size_t>(task)] = comm_free;
-    r.comm_ns += d;
-    r.collectives += 1;
-    r.launches += 1;
-    if (c.kind == opt::CollectiveKind::all_to_all) {
-      r.a2a_ns += d;
-      r.a2a_bytes += c.bytes_sent;
+OptimizerStepResult schedule_optimizer_step(const LoweredStep& step) {
+  Engine engine;
+  StreamProgram program(engine, 1);  // rank 0 stands for every rank
+  program.reserve(step.ops.size());
+  std::vector<OpId> ids;
+  ids.reserve(step.ops.size());
+  std::vector<OpId> deps;
+  for (const StepOp& op : step.ops) {
+    deps.clear();
+    for (const std::size_t d : op.deps) deps.push_back(ids[d]);
+    const auto duration = SimTime::ns(op.event.duration_ns);
+    const auto release = SimTime::ns(op.release_ns);
+    if (op.event.stream == StreamKind::compute) {
+      Contention c;
+      c.slowdown_beside_comm = op.overlap_slowdown;
+      c.memory_bound = op.memory_bound;
+      ids.push_back(program.compute(0, duration, op.event.name, deps, release, c));
     } else {
-      r.allgather_ns += d;
-      r.allgather_bytes += c.bytes_sent;
+      Contention c;
+      c.slowdown_beside_memory_bound = step.collective_hbm_slowdown;
+      ids.push_back(program.collective_timed(duration, static_cast<double>(op.event.bytes), op.event.name, deps,
+                                             release, c));
     }
-    if (d > 0) {
-      comm_iv.emplace_back(start, comm_free);
-    }
-    r.events.push_back({StreamKind::collective, c.name, task, phase_index, start, d, c.bytes_sent, 0.0, 1});
   }
-  r.wall_ns = std::max({compute_free, comm_free, release_ns(options, host)});
-  r.host_issue_ns = host;
-  r.exposed_comm_ns = uncovered_ns(comm_iv, compute_iv);
-  return r;
+  program.run();
+  std::vector<StepEvent> events;
+  events.reserve(step.ops.size());
+  for (std::size_t i = 0; i < step.ops.size(); ++i) {
+    const OpRecord& rec = program.op(ids[i]);
+    StepEvent e = step.ops[i].event;
+    e.start_ns = to_ns(rec.start);
+    e.duration_ns = to_ns(rec.end) - e.start_ns;
+    events.push_back(std::move(e));
+  }
+  return summarize_optimizer_step(step, std::move(events));
+}
+
+OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                            const CollectiveTimer& collectives, const StepProgramOptions& options) {
+  return schedule_optimizer_step(lower_optimizer_step(plan, kernels, collectives, options));
 }
 
 }  // namespace dionsim::sim

@@ -13,12 +13,24 @@
 //    issued it (a synchronized opt.step puts every launch on the critical path — the thread's 60 vs
 //    117 launches); 0 = the host runs ahead of the GPU (a live training step).
 //
-// The program runs on the event engine (sim/streams.hpp StreamProgram, one rank: all ranks of a
-// uniform plan behave alike) with collectives as timed ops whose durations come from a
-// CollectiveTimer (one duration per collective is exact for a uniform plan: see
-// step_collectives.hpp). Because both streams are FIFO and every dependency was issued earlier,
-// one pass over the issue order gives the same times; list_schedule_optimizer_step does that
-// and the tests require both to agree to the nanosecond.
+// One lowering, one scheduler. lower_optimizer_step turns the plan into ops in host issue order
+// (stream, isolated duration, host release time, dependencies, contention factors);
+// schedule_optimizer_step runs them on the event engine (sim/streams.hpp StreamProgram, one rank:
+// all ranks of a uniform plan behave alike) in integer time, collectives as timed ops whose
+// durations come from a CollectiveTimer (one duration per collective is exact for a uniform
+// plan: see step_collectives.hpp). Contention is part of that one scheduler, as rate-modulated
+// ops (StreamProgram's Contention): a kernel of a class with an overlap slowdown s runs s times
+// slower while a collective is in flight on its GPU, and a collective runs
+// collective_hbm_slowdown times slower beside a memory-bound kernel (no GEMM FLOPs); the rates
+// change at every op start and end. Because both streams are FIFO and every dependency was
+// issued earlier, without contention one pass over the lowered ops gives the same times: the
+// tests' oracle (tests/whatif/step_oracle.hpp) does that and the tests require both to agree to
+// the nanosecond.
+//
+// Next (docs/simulator.md "Streams"): collectives as flows on the fabric (StreamProgram::
+// collective) instead of one fixed duration each, so that FSDP/HSDP traffic and per-layer
+// prefetch share the links with the optimizer's all-to-all; the lowering stays, the op of a
+// collective changes from timed to flows.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -78,23 +90,39 @@ struct OptimizerStepResult {
   std::vector<StepEvent> events;  // both streams, in start order per stream
 };
 
-// Simulates one optimizer step of `plan` on the engine. Throws InputError when
-// max_concurrent_tasks < 1.
+// One op of the lowered step: a kernel class of a phase, or a collective.
+struct StepOp {
+  StepEvent event;  // start_ns 0; duration_ns = the isolated duration
+  opt::CollectiveKind collective = opt::CollectiveKind::none;  // none: a kernel
+  DurationNs release_ns = 0;      // the GPU may not start it earlier (host issue; 0 with host_ahead)
+  std::vector<std::size_t> deps;  // earlier ops it waits for, beyond its stream's previous op
+  double overlap_slowdown = 1.0;  // kernel: this many times slower while a collective is in flight
+  bool memory_bound = false;      // kernel without GEMM FLOPs: slows a collective beside it
+};
+
+// The plan as ops in host issue order; each stream runs its own ops in this order.
+struct LoweredStep {
+  std::vector<StepOp> ops;
+  DurationNs host_issue_ns = 0;    // host time to issue everything (0 = hidden)
+  DurationNs host_release_ns = 0;  // when the GPU has the last launch (0 with host_ahead)
+  double collective_hbm_slowdown = 1.0;
+  [[nodiscard]] bool contended() const;  // some factor is not 1
+};
+
+// Throws InputError when max_concurrent_tasks < 1 or collective_hbm_slowdown is not a finite
+// factor >= 1.
+[[nodiscard]] LoweredStep lower_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
+                                               const CollectiveTimer& collectives,
+                                               const StepProgramOptions& options = {});
+// The production scheduler: the lowered step on the event engine, contention included.
+[[nodiscard]] OptimizerStepResult schedule_optimizer_step(const LoweredStep& step);
+// Both together: simulates one optimizer step of `plan`.
 [[nodiscard]] OptimizerStepResult simulate_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
                                                           const CollectiveTimer& collectives,
                                                           const StepProgramOptions& options = {});
-// With contention (kernels.models_contention()): a kernel of a class with an overlap slowdown s
-// runs s times slower while a collective is in flight on its GPU; collectives keep their
-// durations. Rates change at every collective start and end, so this is simulated event by event
-// on the two streams (same issue order and dependencies); simulate_optimizer_step uses it when the
-// kernel model has slowdowns. With every slowdown 1 it equals the list schedule (tests).
-[[nodiscard]] OptimizerStepResult contention_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                                                     const CollectiveTimer& collectives,
-                                                                     const StepProgramOptions& options = {});
-// The same step by one pass over the issue order (no engine): the cross-check.
-[[nodiscard]] OptimizerStepResult list_schedule_optimizer_step(const opt::Plan& plan, const KernelModel& kernels,
-                                                               const CollectiveTimer& collectives,
-                                                               const StepProgramOptions& options = {});
+// Totals, wall and exposure of a scheduled step: events[i] is step.ops[i]'s event with its start
+// and scheduled duration (any scheduler: the engine's, the tests' oracle).
+[[nodiscard]] OptimizerStepResult summarize_optimizer_step(const LoweredStep& step, std::vector<StepEvent> events);
 
 // The host issue order of §1.7 for tasks with the given phase counts: (task, phase) pairs.
 [[nodiscard]] std::vector<std::pair<int, int>> async_runtime_order(const std::vector<int>& phases_per_task,

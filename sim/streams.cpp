@@ -1,6 +1,7 @@
 #include "sim/streams.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 namespace dionsim::sim {
@@ -15,6 +16,16 @@ StreamProgram::StreamProgram(Engine& engine, int ranks, FabricNetwork* network)
   }
   last_on_stream_.assign(static_cast<std::size_t>(ranks) * 2, -1);
   busy_.assign(static_cast<std::size_t>(ranks) * 2, SimTime{});
+  running_.assign(static_cast<std::size_t>(ranks) * 2, -1);
+  for (int r = 0; r < ranks; ++r) all_comm_.push_back(stream_index(r, Stream::comm));
+}
+
+Contention StreamProgram::checked(const Contention& c) {
+  const auto factor = [](double f) { return f >= 1.0 && std::isfinite(f); };
+  if (!factor(c.slowdown_beside_comm) || !factor(c.slowdown_beside_memory_bound)) {
+    throw std::invalid_argument("StreamProgram: contention slowdowns must be finite factors >= 1");
+  }
+  return c;
 }
 
 void StreamProgram::check_rank(int rank, const char* what) const {
@@ -47,13 +58,82 @@ void StreamProgram::ready(OpId id) {
   engine_.at(t, [this, id] { begin(id); });
 }
 
+// Marks the streams an op occupies as running it (value = id) or free (value = -1).
+void StreamProgram::occupy(OpId id, std::int64_t value) {
+  const Op& op = ops_[id];
+  if (op.record.rank >= 0) {
+    running_[stream_index(op.record.rank, op.record.stream)] = value;
+    return;
+  }
+  for (int r = 0; r < ranks_; ++r) running_[stream_index(r, Stream::comm)] = value;
+}
+
+// The slowdown a delay op has with what runs beside it now (flows: 1, the network sets their pace).
+double StreamProgram::slowdown_now(const Op& op) const {
+  if (op.kind != Kind::delay) return 1.0;
+  if (op.record.stream == Stream::compute) {
+    const bool comm_in_flight = running_[stream_index(op.record.rank, Stream::comm)] >= 0;
+    return comm_in_flight ? op.contention.slowdown_beside_comm : 1.0;
+  }
+  if (op.contention.slowdown_beside_memory_bound == 1.0) return 1.0;
+  const auto beside_memory_bound = [&](int r) {
+    const std::int64_t c = running_[stream_index(r, Stream::compute)];
+    return c >= 0 && ops_[static_cast<std::size_t>(c)].contention.memory_bound;
+  };
+  bool slowed = false;
+  if (op.record.rank >= 0) {
+    slowed = beside_memory_bound(op.record.rank);
+  } else {
+    for (int r = 0; r < ranks_ && !slowed; ++r) slowed = beside_memory_bound(r);
+  }
+  return slowed ? op.contention.slowdown_beside_memory_bound : 1.0;
+}
+
+// Settles a running delay op's progress at its old rate up to now and schedules its completion
+// at the new one (rounded up to the next picosecond); the previous completion goes stale.
+void StreamProgram::reschedule(OpId id, double slowdown) {
+  Op& op = ops_[id];
+  const auto elapsed_ps = static_cast<double>((engine_.now() - op.settled).count_ps());
+  op.remaining_ps = std::max(0.0, op.remaining_ps - elapsed_ps / op.slowdown);
+  op.settled = engine_.now();
+  op.slowdown = slowdown;
+  const std::uint32_t version = ++op.version;
+  const auto left = SimTime::ps(static_cast<std::int64_t>(std::ceil(op.remaining_ps * slowdown - 1e-6)));
+  engine_.at(engine_.now() + std::max(left, SimTime{}), [this, id, version] {
+    if (ops_[id].version == version) finish(id);
+  });
+}
+
+// Re-derives the slowdown of the delay ops running on `rank` (-1: every rank) after an op
+// started or ended there.
+void StreamProgram::recontend(int rank) {
+  const auto update = [this](std::int64_t running) {
+    if (running < 0) return;
+    const auto id = static_cast<OpId>(running);
+    const Op& op = ops_[id];
+    if (op.kind != Kind::delay) return;
+    const double s = slowdown_now(op);
+    if (s != op.slowdown) reschedule(id, s);
+  };
+  const int first = rank >= 0 ? rank : 0;
+  const int last = rank >= 0 ? rank : ranks_ - 1;
+  for (int r = first; r <= last; ++r) {
+    update(running_[stream_index(r, Stream::compute)]);
+    update(running_[stream_index(r, Stream::comm)]);
+  }
+}
+
 void StreamProgram::begin(OpId id) {
   Op& op = ops_[id];
   op.record.started = true;
   op.record.start = engine_.now();
+  occupy(id, id);
   switch (op.kind) {
     case Kind::delay:
-      engine_.after(op.duration, [this, id] { finish(id); });
+      op.remaining_ps = static_cast<double>(op.duration.count_ps());
+      op.settled = engine_.now();
+      op.slowdown = 1.0;
+      reschedule(id, contended_ ? slowdown_now(op) : 1.0);
       break;
     case Kind::collective:
       network_->launch(op.spec, [this, id] { finish(id); });
@@ -65,30 +145,36 @@ void StreamProgram::begin(OpId id) {
       network_->send(op.record.rank, op.dst, op.record.bytes, [this, id] { finish(id); });
       break;
   }
+  if (contended_) recontend(ops_[id].record.rank);
 }
 
 void StreamProgram::finish(OpId id) {
   Op& op = ops_[id];
   op.record.done = true;
   op.record.end = engine_.now();
+  occupy(id, -1);
   const SimTime took = op.record.end - op.record.start;
-  if (op.record.rank < 0) {
+  const int rank = op.record.rank;
+  if (rank < 0) {
     collective_busy_ += took;
   } else {
-    busy_[stream_index(op.record.rank, op.record.stream)] += took;
+    busy_[stream_index(rank, op.record.stream)] += took;
   }
   // Copy: a successor's ready() may add ops (and grow ops_) from inside the engine later, not
   // here, but keep the loop independent of `op` anyway.
   const std::vector<OpId> next = op.successors;
+  if (contended_) recontend(rank);
   for (const OpId s : next) {
     if (--ops_[s].waiting == 0) ready(s);
   }
 }
 
 OpId StreamProgram::compute(int rank, SimTime duration, std::string label, std::span<const OpId> deps,
-                            SimTime not_before) {
+                            SimTime not_before, const Contention& contention) {
   check_rank(rank, "compute");
   Op op;
+  op.contention = checked(contention);
+  contended_ = contended_ || !contention.none();
   op.record = OpRecord{std::move(label), rank, Stream::compute, 0, {}, {}, false, false};
   op.duration = duration;
   op.not_before = not_before;
@@ -97,9 +183,11 @@ OpId StreamProgram::compute(int rank, SimTime duration, std::string label, std::
 }
 
 OpId StreamProgram::comm_delay(int rank, SimTime duration, std::string label, std::span<const OpId> deps,
-                               SimTime not_before) {
+                               SimTime not_before, const Contention& contention) {
   check_rank(rank, "comm_delay");
   Op op;
+  op.contention = checked(contention);
+  contended_ = contended_ || !contention.none();
   op.record = OpRecord{std::move(label), rank, Stream::comm, 0, {}, {}, false, false};
   op.duration = duration;
   op.not_before = not_before;
@@ -115,9 +203,7 @@ OpId StreamProgram::collective(const CollectiveSpec& spec, std::string label, st
   op.kind = Kind::collective;
   op.spec = spec;
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::alltoallv(std::vector<double> bytes, std::string label, std::span<const OpId> deps,
@@ -133,20 +219,18 @@ OpId StreamProgram::alltoallv(std::vector<double> bytes, std::string label, std:
   op.kind = Kind::alltoallv;
   op.matrix = std::move(bytes);
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::collective_timed(SimTime duration, double bytes, std::string label, std::span<const OpId> deps,
-                                     SimTime not_before) {
+                                     SimTime not_before, const Contention& contention) {
   Op op;
+  op.contention = checked(contention);
+  contended_ = contended_ || !contention.none();
   op.record = OpRecord{std::move(label), -1, Stream::comm, bytes, {}, {}, false, false};
   op.duration = duration;
   op.not_before = not_before;
-  std::vector<std::size_t> streams;
-  for (int r = 0; r < ranks_; ++r) streams.push_back(stream_index(r, Stream::comm));
-  return add(std::move(op), deps, streams);
+  return add(std::move(op), deps, all_comm_);
 }
 
 OpId StreamProgram::send(int src, int dst, double bytes, std::string label, std::span<const OpId> deps,

@@ -1,5 +1,7 @@
 #include "sim/whatif.hpp"
 
+#include "sim/whatif_metrics.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -8,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/parse.hpp"
+#include "sim/whatif_metrics.hpp"
 #include "topologies/topology_file.hpp"
 
 namespace dionsim::sim {
@@ -313,33 +316,19 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
 }
 
 nlohmann::json metrics_json(const WhatifResult& r) {
-  return {
-      {"step_wall_ms", ms(r.step_wall_ns)},
-      {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
-      {"opt_critical_path_ms", ms(r.opt.wall_ns)},
-      {"opt_comm_window_ms", ms(r.comm_window_seen_ns())},
-      {"opt_gpu_idle_comm_window_pct", r.gpu_idle_comm_window_pct()},
-      {"opt_cpu_span_ms", ms(r.opt.host_issue_ns)},
-      {"rank_wait_ms", ms(r.rank_wait_ns)},
-      {"opt_gpu_ms", ms(r.opt.gpu_busy_ns)},
-      {"opt_gpu_idle_pct", r.gpu_idle_seen_pct()},
-      {"ns_gemm_ms", ms(r.opt.ns_gemm_ns)},
-      {"non_gemm_ms", ms(r.opt.non_gemm_ns)},
-      {"a2a_ms", ms(r.a2a_seen_ns())},
-      {"a2a_payload_bytes", r.plan.a2a_payload_bytes},
-      {"norms_allgather_bytes", r.plan.norms_allgather_bytes},
-      {"norms_allgather_ms", ms(r.allgather_seen_ns())},
-      {"opt_exposed_comm_ms", ms(r.opt.exposed_comm_ns)},
-      {"exposed_comm_ms", ms(r.exposed_comm_ns)},
-      {"fwd_bwd_ms", ms(r.fwd_bwd.wall_ns)},
-      {"fwd_bwd_compute_ms", ms(r.fwd_bwd.compute_ns)},
-      {"fsdp_comm_ms", ms(r.fwd_bwd.fsdp_comm_ns)},
-      {"mfu_pct", r.mfu_pct},
-      {"deferral_pct", r.deferral_pct ? nlohmann::json(*r.deferral_pct) : nlohmann::json(nullptr)},
-      {"opt_kernel_launches", r.opt.launches},
-      {"opt_collectives", r.opt.collectives},
-      {"params", r.params},
-  };
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& m : whatif_metrics()) {
+    if (m.output == MetricOutput::not_printed) continue;
+    const auto v = m.read(r);
+    if (!v) {
+      out[std::string(m.name)] = nullptr;
+    } else if (m.output == MetricOutput::integer) {
+      out[std::string(m.name)] = static_cast<std::int64_t>(*v);
+    } else {
+      out[std::string(m.name)] = *v;
+    }
+  }
+  return out;
 }
 
 topo::FabricSpec resolve_fabric(const std::string& preset_or_file, int gpus_per_node) {

@@ -64,25 +64,7 @@ void apply_step_calibration(const StepCalibration& step, WhatifStudy& study);
 [[nodiscard]] KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where,
                                                          const Hardware& base);
 
-// The fitted parameters of a `dionsim calibrate` file (analysis/calibration/fit_calibration.hpp, read by the
-// caller) as a kernel calibration. `hardware_label` ("H200", "NVIDIA H200", "H100") must name the
-// same GPU as `base` (UsageError naming --hardware otherwise). Used parameters:
-//   ns_gemm_isolated_tflops -> TFLOPs_by_kernel["ns_gemm"] (NS GEMMs at the traced throughput),
-//   ns_gemm_isolated_overhead_us -> launch_gap_us_by_kernel["ns_gemm"],
-//   ns_gemm_overlapped_tflops (with the isolated one) -> overlap_slowdown_by_kernel["ns_gemm"],
-//   nccl_all_to_all_w<W>_algbw_GBps -> all-to-alls of world W pinned to that algbw.
-// Step-model parameters (dionsim calibrate --measured CSV|--db; analysis/calibration/step_fit.hpp):
-//   fwd_bwd_ms -> step.fwd_bwd_ms, ns_gemm_efficiency (of peak) -> TFLOPs_by_kernel["ns_gemm"],
-//   non_gemm_hbm_efficiency -> hardware.hbm_efficiency (NS GEMM operands keep the preset's),
-//   hbm_efficiency.<class> -> hbm_efficiency_by_kernel[class],
-//   launch_gap_us -> hardware.launch_gap_us, nic_efficiency -> step.nic_efficiency,
-//   alltoall_{intra,inter}_efficiency, alltoall_latency_us, rank_skew_ms, host_launch_us -> step.
-// Efficiencies must lie in (0, 1], times be >= 0 (InputError naming the parameter).
-// Others (e.g. the anchors' pooled gemm_bf16_* — the model uses the anchors per shape) are listed
-// in unused_parameters.
-[[nodiscard]] KernelCalibration kernel_calibration_from_parameters(const std::string& name,
-                                                                   const std::string& hardware_label,
-                                                                   const std::map<std::string, double>& parameters,
-                                                                   const Hardware& base);
+// The fitted parameters of a `dionsim calibrate` file become a KernelCalibration through the
+// calibration parameter table (analysis/calibration/parameters.hpp).
 
 }  // namespace dionsim::sim

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -97,6 +98,76 @@ LinearFit fit_weighted_linear(const Eigen::MatrixXd& design, const Eigen::Vector
   return fit;
 }
 
+Eigen::MatrixXd central_jacobian(const ResidualFunction& residuals, const Eigen::VectorXd& theta,
+                                 const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                 const LeastSquaresOptions& options) {
+  Eigen::MatrixXd J;
+  for (Eigen::Index j = 0; j < theta.size(); ++j) {
+    const double range = upper[j] - lower[j];
+    const double floor = std::isfinite(range) ? options.jacobian_range_floor * range : options.jacobian_unbounded_floor;
+    const double h = options.jacobian_step * std::max(std::abs(theta[j]), floor);
+    Eigen::VectorXd hi = theta, lo = theta;
+    hi[j] = std::min(upper[j], theta[j] + h);
+    lo[j] = std::max(lower[j], theta[j] - h);
+    const Eigen::VectorXd column = (residuals(hi) - residuals(lo)) / (hi[j] - lo[j]);
+    if (j == 0) J.resize(column.size(), theta.size());
+    J.col(j) = column;
+  }
+  return J;
+}
+
+LeastSquaresSolution minimize_least_squares(const ResidualFunction& residuals, const Eigen::VectorXd& start,
+                                            const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                            const LeastSquaresOptions& options, const std::string& what) {
+  const Eigen::Index p = start.size();
+  auto clamp = [&](Eigen::VectorXd t) {
+    for (Eigen::Index j = 0; j < p; ++j) t[j] = std::clamp(t[j], lower[j], upper[j]);
+    return t;
+  };
+  LeastSquaresSolution s;
+  s.theta = clamp(start);
+  s.residuals = residuals(s.theta);
+  if (!s.residuals.allFinite()) throw InputError(what + ": the model is not finite at the starting parameters");
+  s.cost = s.residuals.squaredNorm();
+  double lambda = options.initial_damping;
+  std::vector<double> history;
+  for (s.iterations = 0; s.iterations < options.max_iterations; ++s.iterations) {
+    const Eigen::MatrixXd J = central_jacobian(residuals, s.theta, lower, upper, options);
+    const Eigen::MatrixXd A = J.transpose() * J;
+    const Eigen::VectorXd g = J.transpose() * s.residuals;
+    bool accepted = false;
+    for (int attempt = 0; attempt < options.attempts && !accepted; ++attempt) {
+      Eigen::MatrixXd M = A;
+      for (Eigen::Index j = 0; j < p; ++j) M(j, j) += lambda * std::max(A(j, j), options.damping_floor);
+      const Eigen::VectorXd next = clamp(s.theta + M.ldlt().solve(-g));
+      const Eigen::VectorXd rn = residuals(next);
+      const double new_cost = rn.allFinite() ? rn.squaredNorm() : INFINITY;
+      if (new_cost < s.cost) {
+        accepted = true;
+        const double moved = (next - s.theta).norm() / std::max(s.theta.norm(), 1e-30);
+        const bool small = s.cost - new_cost < options.relative_cost_tolerance * s.cost + options.absolute_cost_tolerance ||
+                           moved < options.relative_step_tolerance;
+        s.theta = next;
+        s.residuals = rn;
+        s.cost = new_cost;
+        lambda = std::max(lambda / options.damping_down, options.min_damping);
+        if (small) s.converged = true;
+      } else {
+        lambda *= options.damping_up;
+      }
+    }
+    if (!accepted) s.converged = true;  // no downhill step at any damping: a (bounded) minimum
+    if (options.plateau_window > 0) {
+      history.push_back(s.cost);
+      const auto w = static_cast<std::size_t>(options.plateau_window);
+      if (history.size() > w && history[history.size() - w - 1] - s.cost < options.plateau_gain * s.cost)
+        s.converged = true;
+    }
+    if (s.converged) break;
+  }
+  return s;
+}
+
 NonlinearFit fit_levenberg_marquardt(const ModelFunction& model, const Eigen::MatrixXd& x, const Eigen::VectorXd& y,
                                      const Eigen::VectorXd& start, const Eigen::VectorXd& weights, int max_iterations,
                                      const std::string& what) {
@@ -108,67 +179,28 @@ NonlinearFit fit_levenberg_marquardt(const ModelFunction& model, const Eigen::Ma
   }
   require_points(n, p, what);
   const Eigen::VectorXd w = default_weights(weights, n, what);
-
-  auto residuals_at = [&](const Eigen::VectorXd& params) {
-    Eigen::VectorXd r(n);
-    for (Eigen::Index i = 0; i < n; ++i) r[i] = y[i] - model(params, x.row(i).transpose());
-    return r;
+  const Eigen::VectorXd sqrt_w = w.cwiseSqrt();
+  auto values_at = [&](const Eigen::VectorXd& params) {
+    Eigen::VectorXd v(n);
+    for (Eigen::Index i = 0; i < n; ++i) v[i] = model(params, x.row(i).transpose());
+    return v;
   };
-  auto jacobian_at = [&](const Eigen::VectorXd& params) {  // d model / d params
-    Eigen::MatrixXd j(n, p);
-    for (Eigen::Index k = 0; k < p; ++k) {
-      const double h = 1e-6 * std::max(std::abs(params[k]), 1e-8);
-      Eigen::VectorXd up = params, down = params;
-      up[k] += h;
-      down[k] -= h;
-      for (Eigen::Index i = 0; i < n; ++i) {
-        j(i, k) = (model(up, x.row(i).transpose()) - model(down, x.row(i).transpose())) / (2 * h);
-      }
-    }
-    return j;
+  // Weighted residuals √w (ŷ − y): ‖·‖² is the weighted cost.
+  const ResidualFunction weighted = [&](const Eigen::VectorXd& params) {
+    return Eigen::VectorXd(sqrt_w.cwiseProduct(values_at(params) - y));
   };
-  auto cost_of = [&](const Eigen::VectorXd& r) { return (w.array() * r.array().square()).sum(); };
+  LeastSquaresOptions options;  // the defaults are this fit's: unbounded, tight convergence
+  options.max_iterations = max_iterations;
+  const Eigen::VectorXd unbounded = Eigen::VectorXd::Constant(p, INFINITY);
+  const auto solution = minimize_least_squares(weighted, start, -unbounded, unbounded, options, what);
 
   NonlinearFit fit;
-  Eigen::VectorXd params = start;
-  Eigen::VectorXd r = residuals_at(params);
-  if (!r.allFinite()) throw InputError(what + ": the model is not finite at the starting parameters");
-  double cost = cost_of(r);
-  double lambda = 1e-3;
-  for (fit.iterations = 0; fit.iterations < max_iterations; ++fit.iterations) {
-    const Eigen::MatrixXd j = jacobian_at(params);
-    const Eigen::MatrixXd jtwj = j.transpose() * w.asDiagonal() * j;
-    const Eigen::VectorXd gradient = j.transpose() * (w.asDiagonal() * r);
-    bool improved = false;
-    for (int attempt = 0; attempt < 30 && !improved; ++attempt) {
-      Eigen::MatrixXd damped = jtwj;
-      damped.diagonal() += lambda * jtwj.diagonal().cwiseMax(1e-30);
-      const Eigen::VectorXd step = damped.ldlt().solve(gradient);
-      const Eigen::VectorXd trial = params + step;
-      const Eigen::VectorXd trial_r = residuals_at(trial);
-      const double trial_cost = trial_r.allFinite() ? cost_of(trial_r) : INFINITY;
-      if (trial_cost < cost) {
-        const double rel_step = step.norm() / std::max(params.norm(), 1e-30);
-        const double rel_cost = (cost - trial_cost) / std::max(cost, 1e-300);
-        params = trial;
-        r = trial_r;
-        cost = trial_cost;
-        lambda = std::max(lambda / 10, 1e-12);
-        improved = true;
-        if (rel_step < 1e-10 || rel_cost < 1e-14) fit.converged = true;
-      } else {
-        lambda *= 10;
-      }
-    }
-    if (!improved) {
-      fit.converged = true;  // no downhill step at any damping: at a minimum to working precision
-      break;
-    }
-    if (fit.converged) break;
-  }
-  fit.params = params;
-  fit.residuals = r;
-  finish_statistics(fit, jacobian_at(params), y, w, what);
+  fit.iterations = solution.iterations;
+  fit.converged = solution.converged;
+  fit.params = solution.theta;
+  fit.residuals = y - values_at(fit.params);
+  const ResidualFunction values = [&](const Eigen::VectorXd& params) { return values_at(params); };
+  finish_statistics(fit, central_jacobian(values, fit.params, -unbounded, unbounded, options), y, w, what);
   return fit;
 }
 

@@ -31,6 +31,42 @@ struct LinearFit {
                                             const Eigen::VectorXd& weights = {}, const std::string& what = "fit");
 
 // y ≈ f(β, xᵢ): Levenberg–Marquardt with a central-difference Jacobian. x has one point per row.
+// Bounded nonlinear least squares by Levenberg–Marquardt — the one implementation behind every
+// nonlinear fit (fit_levenberg_marquardt below and the step-model fit, step_fit.hpp). Minimises
+// ‖r(θ)‖² over lower ≤ θ ≤ upper (±infinity for an unbounded parameter): damped Gauss–Newton steps
+// (JᵀJ + λ·diag(JᵀJ)) δ = −Jᵀr clamped into the bounds, λ lowered after an accepted step and raised
+// after a rejected one; J by central differences that stay inside the bounds.
+using ResidualFunction = std::function<Eigen::VectorXd(const Eigen::VectorXd& theta)>;
+struct LeastSquaresOptions {
+  int max_iterations = 200;
+  int attempts = 30;                  // damping increases tried per iteration before stopping
+  double initial_damping = 1e-3;      // λ
+  double damping_down = 10, damping_up = 10, min_damping = 1e-12;
+  double damping_floor = 1e-30;       // diag(JᵀJ) entries below this are damped as this
+  double relative_cost_tolerance = 1e-14;  // converged: an accepted step gains less than this × cost
+  double absolute_cost_tolerance = 0;      //   (+ this)
+  double relative_step_tolerance = 1e-10;  // or moves θ by less than this × |θ|
+  // A crawl: less than plateau_gain × cost gained over the last plateau_window iterations (0 = off).
+  int plateau_window = 0;
+  double plateau_gain = 0;
+  // Jacobian step: jacobian_step × max(|θ_j|, floor_j), floor_j = jacobian_range_floor × (upper − lower)
+  // for a bounded parameter, jacobian_unbounded_floor otherwise.
+  double jacobian_step = 1e-6, jacobian_range_floor = 0, jacobian_unbounded_floor = 1e-8;
+};
+struct LeastSquaresSolution {
+  Eigen::VectorXd theta, residuals;
+  double cost = 0;  // ‖r‖²
+  int iterations = 0;
+  bool converged = false;
+};
+[[nodiscard]] LeastSquaresSolution minimize_least_squares(const ResidualFunction& residuals, const Eigen::VectorXd& start,
+                                                          const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                                          const LeastSquaresOptions& options, const std::string& what);
+// ∂r/∂θ by central differences inside [lower, upper], with minimize_least_squares's step rule.
+[[nodiscard]] Eigen::MatrixXd central_jacobian(const ResidualFunction& residuals, const Eigen::VectorXd& theta,
+                                               const Eigen::VectorXd& lower, const Eigen::VectorXd& upper,
+                                               const LeastSquaresOptions& options);
+
 using ModelFunction = std::function<double(const Eigen::VectorXd& params, const Eigen::VectorXd& x)>;
 struct NonlinearFit : LinearFit {
   int iterations = 0;

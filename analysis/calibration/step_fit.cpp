@@ -5,12 +5,14 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "analysis/calibration/parameters.hpp"
 #include "common/config_match.hpp"
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
 #include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
+#include "sim/whatif_metrics.hpp"
 #include "topologies/topology.hpp"
 
 namespace dionsim::analysis {
@@ -87,20 +89,18 @@ class Predictor {
     }
   }
 
-  // whatif's metrics (with a2a_payload_MB) of every configuration at these parameters.
-  [[nodiscard]] std::vector<json> predict(const std::map<std::string, double>& parameters) const {
-    const auto cal = sim::kernel_calibration_from_parameters("fit", label_, parameters, hw_);
+  // whatif's result of every configuration at these parameters (metrics: sim/whatif_metrics.hpp).
+  [[nodiscard]] std::vector<sim::WhatifResult> predict(const std::map<std::string, double>& parameters) const {
+    const auto cal = kernel_calibration_from_parameters("fit", label_, parameters, hw_);
     const sim::KernelModel kernels(cal.config, cal.measured);
-    std::vector<json> out;
+    std::vector<sim::WhatifResult> out;
     for (std::size_t i = 0; i < base_.size(); ++i) {
       sim::WhatifConfig w = base_[i];
       sim::apply_step_calibration(cal.step, w);
       if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // no step wall selected: it does not matter
-      const auto result = sim::run_whatif(w, inventories_.at(w.model), kernels);
-      json m = sim::metrics_json(result);
-      m["a2a_payload_MB"] = static_cast<double>(result.opt.a2a_bytes) / 1e6;
+      auto result = sim::run_whatif(w, inventories_.at(w.model), kernels);
       if (!collected_) collect_classes(result, i);
-      out.push_back(std::move(m));
+      out.push_back(std::move(result));
     }
     collected_ = true;
     return out;
@@ -130,10 +130,8 @@ class Predictor {
   mutable bool collected_ = false;
 };
 
-double metric_value(const json& predicted, const std::string& name) {
-  const auto it = predicted.find(name);
-  if (it == predicted.end() || !it->is_number()) return std::nan("");
-  return it->get<double>();
+double metric_value(const sim::WhatifResult& predicted, const std::string& name) {
+  return sim::metric_value(predicted, name).value_or(std::nan(""));
 }
 
 // Residual layout: (configuration, metric) of every fitted measured metric.
@@ -237,7 +235,9 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   const Residuals cells = residual_cells(predictor.configs());
   const auto n = static_cast<Eigen::Index>(cells.cells.size());
 
-  // Candidate parameters; HBM groups from the kernel classes of a first prediction.
+  // Candidate parameters: the table's fitted rows in its order, fwd_bwd_ms started at the runs'
+  // step wall minus their optimizer window, the HBM family as one parameter per group of kernel
+  // classes used by the same scopes (a first prediction finds them).
   std::vector<Param> params;
   double fwd_start = 0;
   int fwd_count = 0;
@@ -251,30 +251,25 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     fwd_start += s->second - opt;
     ++fwd_count;
   }
-  params.push_back({"fwd_bwd_ms", "ms", 1.0, 1e5, fwd_count ? std::max(1.0, fwd_start / fwd_count) : 400.0, {}});
-  params.push_back({"ns_gemm_efficiency", "", 0.01, 1.0, 0.7, {}});
   std::map<std::string, double> probe{{"launch_gap_us", 0.0}, {"fwd_bwd_ms", 400.0}};
   (void)predictor.predict(probe);
-  std::map<std::set<std::string>, std::vector<std::string>> groups;
-  for (const auto& [cls, scopes] : predictor.classes()) groups[scopes].push_back(cls);
-  for (const auto& [scopes, classes] : groups) {
-    std::string name = kHbmPrefix;
-    for (std::size_t i = 0; i < classes.size(); ++i) name += (i ? "+" : "") + classes[i];
-    params.push_back({name, "", 0.01, 1.0, 0.5, classes});
+  for (const auto& spec : calibration_parameters()) {
+    if (!spec.fit) continue;
+    const FitBounds& b = *spec.fit;
+    if (!spec.family()) {
+      double start = b.start;
+      if (spec.name == "fwd_bwd_ms" && fwd_count) start = std::max(1.0, fwd_start / fwd_count);
+      params.push_back({std::string(spec.name), std::string(spec.unit), b.lower, b.upper, start, {}});
+      continue;
+    }
+    std::map<std::set<std::string>, std::vector<std::string>> groups;
+    for (const auto& [cls, scopes] : predictor.classes()) groups[scopes].push_back(cls);
+    for (const auto& [scopes, classes] : groups) {
+      std::string name = kHbmPrefix;
+      for (std::size_t k = 0; k < classes.size(); ++k) name += (k ? "+" : "") + classes[k];
+      params.push_back({name, std::string(spec.unit), b.lower, b.upper, b.start, classes});
+    }
   }
-  params.push_back({"nic_efficiency", "", 0.01, 1.0, 0.7, {}});
-  params.push_back({"alltoall_intra_efficiency", "", 0.01, 1.0, 0.7, {}});
-  params.push_back({"alltoall_inter_efficiency", "", 0.01, 1.0, 0.7, {}});
-  params.push_back({"alltoall_latency_us", "us", 0.0, 5000.0, 20.0, {}});
-  params.push_back({"rank_skew_ms", "ms", 0.0, 100.0, 0.5, {}});
-  // Not fitted: collective_hbm_slowdown (collectives beside memory-bound kernels, the seed thread's
-  // explanation of the 1-node all-to-all gap). Fitted together with the skew on the seed runs it
-  // comes out at 1.02 ± 1.95 (σ stays 0.99): under the spec schedule the contention slows capped's
-  // and global's 1-node all-to-alls more than local's, the reverse of the measurement; fitted
-  // instead of the skew (1.46) it leaves local's and capped's all-to-all at −20 % / +13 %
-  // (docs/calibration.md).
-  params.push_back({"ns_gemm_overlap_slowdown", "", 1.0, 4.0, 1.2, {}});
-  params.push_back({"host_launch_us", "us", 0.0, 1000.0, 5.0, {}});
 
   auto theta_of = [&](const std::vector<Param>& ps) {
     Eigen::VectorXd t(static_cast<Eigen::Index>(ps.size()));
@@ -291,17 +286,36 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     }
     return r;
   };
-  auto jacobian = [&](const std::vector<Param>& ps, const Eigen::VectorXd& theta) {
-    Eigen::MatrixXd J(n, theta.size());
-    for (Eigen::Index j = 0; j < theta.size(); ++j) {
-      const auto& p = ps[static_cast<std::size_t>(j)];
-      const double h = 1e-3 * std::max(std::abs(theta[j]), 0.01 * (p.upper - p.lower));
-      Eigen::VectorXd hi = theta, lo = theta;
-      hi[j] = std::min(p.upper, theta[j] + h);
-      lo[j] = std::max(p.lower, theta[j] - h);
-      J.col(j) = (residuals(ps, hi) - residuals(ps, lo)) / (hi[j] - lo[j]);
+  auto bounds = [](const std::vector<Param>& ps) {
+    Eigen::VectorXd lo(static_cast<Eigen::Index>(ps.size())), hi(static_cast<Eigen::Index>(ps.size()));
+    for (std::size_t j = 0; j < ps.size(); ++j) {
+      lo[static_cast<Eigen::Index>(j)] = ps[j].lower;
+      hi[static_cast<Eigen::Index>(j)] = ps[j].upper;
     }
-    return J;
+    return std::pair{lo, hi};
+  };
+  // The simulator is smooth only at the scale of its integer nanoseconds: steps of 1e-3 of the
+  // parameter (at least 1 % of its range), a gentle damping schedule, and a crawl along a nearly
+  // flat valley (weakly separated HBM groups) — under 0.02 % of the cost gained over 10 iterations
+  // — taken as the minimum it is for every practical purpose.
+  LeastSquaresOptions lm;
+  lm.max_iterations = options.max_iterations;
+  lm.attempts = 12;
+  lm.initial_damping = 1e-2;
+  lm.damping_down = 3.0;
+  lm.damping_up = 4.0;
+  lm.min_damping = 1e-9;
+  lm.damping_floor = 1e-12;
+  lm.relative_cost_tolerance = 1e-7;
+  lm.absolute_cost_tolerance = 1e-14;
+  lm.relative_step_tolerance = 0.0;
+  lm.plateau_window = 10;
+  lm.plateau_gain = 2e-4;
+  lm.jacobian_step = 1e-3;
+  lm.jacobian_range_floor = 0.01;
+  auto jacobian = [&](const std::vector<Param>& ps, const Eigen::VectorXd& theta) {
+    const auto [lo, hi] = bounds(ps);
+    return central_jacobian([&](const Eigen::VectorXd& t) { return residuals(ps, t); }, theta, lo, hi, lm);
   };
 
   // Parameters the selected runs do not constrain are left out.
@@ -326,47 +340,13 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
                     "more fitted metrics than free parameters (" + std::to_string(p) + ")");
   }
 
-  Eigen::VectorXd theta = theta_of(params);
-  Eigen::VectorXd r = residuals(params, theta);
-  double cost = r.squaredNorm();
-  double lambda = 1e-2;
-  auto clamp = [&](Eigen::VectorXd t) {
-    for (Eigen::Index j = 0; j < p; ++j)
-      t[j] = std::clamp(t[j], params[static_cast<std::size_t>(j)].lower, params[static_cast<std::size_t>(j)].upper);
-    return t;
-  };
-  std::vector<double> history;
-  for (fit.iterations = 0; fit.iterations < options.max_iterations; ++fit.iterations) {
-    const Eigen::MatrixXd J = jacobian(params, theta);
-    const Eigen::MatrixXd A = J.transpose() * J;
-    const Eigen::VectorXd g = J.transpose() * r;
-    bool accepted = false;
-    double new_cost = cost;
-    for (int attempt = 0; attempt < 12 && !accepted; ++attempt) {
-      Eigen::MatrixXd M = A;
-      for (Eigen::Index j = 0; j < p; ++j) M(j, j) += lambda * std::max(A(j, j), 1e-12);
-      const Eigen::VectorXd next = clamp(theta + M.ldlt().solve(-g));
-      const Eigen::VectorXd rn = residuals(params, next);
-      new_cost = rn.squaredNorm();
-      if (new_cost < cost) {
-        accepted = true;
-        const bool small = cost - new_cost < 1e-7 * cost + 1e-14;
-        theta = next;
-        r = rn;
-        cost = new_cost;
-        lambda = std::max(lambda / 3.0, 1e-9);
-        if (small) fit.converged = true;
-      } else {
-        lambda *= 4.0;
-      }
-    }
-    if (!accepted) fit.converged = true;  // no step lowers the cost: a (bounded) minimum
-    // A crawl along a nearly flat valley (weakly separated HBM groups) is a minimum for every
-    // practical purpose: less than 0.02 % of the cost gained over the last 10 iterations.
-    history.push_back(cost);
-    if (history.size() > 10 && history[history.size() - 11] - cost < 2e-4 * cost) fit.converged = true;
-    if (fit.converged) break;
-  }
+  const auto [lower, upper] = bounds(params);
+  const auto solution = minimize_least_squares([&](const Eigen::VectorXd& t) { return residuals(params, t); },
+                                               theta_of(params), lower, upper, lm, "calibrate");
+  const Eigen::VectorXd& theta = solution.theta;
+  const double cost = solution.cost;
+  fit.iterations = solution.iterations;
+  fit.converged = solution.converged;
 
   // Covariance over the parameters inside their bounds (those on a bound are held there).
   const Eigen::MatrixXd J = jacobian(params, theta);
@@ -398,6 +378,10 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   for (const auto& q : params) {
     fit.names.push_back(q.name);
     fit.units.push_back(q.units);
+    std::vector<std::string> sets;
+    for (const auto& c : q.classes) sets.push_back(kHbmPrefix + c);
+    if (sets.empty()) sets.push_back(q.name);
+    fit.sets.push_back(std::move(sets));
   }
   fit.parameters = expand(params, theta);
   fit.residuals = static_cast<int>(n);
@@ -422,20 +406,11 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
   std::vector<std::pair<std::string, Eigen::Index>> rows;
   for (std::size_t j = 0; j < fit.names.size(); ++j) {
     const auto J = static_cast<Eigen::Index>(j);
-    const std::string& n = fit.names[j];
-    if (n.starts_with(kHbmPrefix)) {
-      std::string rest = n.substr(std::string(kHbmPrefix).size());
-      std::size_t start = 0;
-      while (start <= rest.size()) {
-        const auto plus = rest.find('+', start);
-        const std::string cls = rest.substr(start, plus == std::string::npos ? std::string::npos : plus - start);
-        rows.emplace_back(kHbmPrefix + cls, J);
-        if (plus == std::string::npos) break;
-        start = plus + 1;
-      }
-    } else {
-      rows.emplace_back(n, J);
+    if (j >= fit.sets.size()) {
+      rows.emplace_back(fit.names[j], J);
+      continue;
     }
+    for (const auto& name : fit.sets[j]) rows.emplace_back(name, J);
   }
   c.covariance = Eigen::MatrixXd(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.size()));
   for (std::size_t a = 0; a < rows.size(); ++a) {

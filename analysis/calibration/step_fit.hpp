@@ -6,7 +6,8 @@
 // σ̂² (JᵀJ)⁻¹ (fit.hpp's convention). Leave-one-configuration-out validation on top.
 //
 // Parameters (every one physical and bounded; names are those of the calibration file, which
-// sim::kernel_calibration_from_parameters applies to whatif exactly as the fit did):
+// kernel_calibration_from_parameters (parameters.hpp) applies to whatif exactly as the fit did):
+// (the table with bounds, starts and where each lands: analysis/calibration/parameters.cpp)
 //   fwd_bwd_ms                 forward+backward compute per step          [1, 1e5] ms
 //   ns_gemm_efficiency         NS GEMM throughput / dense bf16 peak        (0, 1]
 //   hbm_efficiency.<class>     HBM efficiency of a non-GEMM kernel class   (0, 1]; classes used by
@@ -64,6 +65,8 @@ struct StepFitResult {
   std::string hardware;            // the GPU preset ("h100-sxm")
   std::string hardware_label;      // as measured ("H100 SXM")
   std::vector<std::string> names;  // fitted parameters (groups: "hbm_efficiency.a+b")
+  // The calibration-file parameters each fitted one sets (a group: one per kernel class).
+  std::vector<std::vector<std::string>> sets;
   std::vector<std::string> units;
   Eigen::VectorXd values, std_errors;
   Eigen::MatrixXd covariance;

@@ -6,9 +6,10 @@
 #include <map>
 #include <memory>
 
+#include "analysis/calibration/parameters.hpp"
+#include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/json_input.hpp"
-#include "common/error.hpp"
 #include "sim/kernel_model.hpp"
 
 namespace dionsim::analysis {
@@ -26,7 +27,7 @@ sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardwar
                                    const Note& note) {
   std::map<std::string, double> values;
   for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
-  auto cal = sim::kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  auto cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
   for (const auto& name : cal.unused_parameters) note(path + ": " + name + " is not used by whatif");
   return cal;
 }

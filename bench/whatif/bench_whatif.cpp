@@ -2,7 +2,13 @@
 // configurations, budget 1 min) and one 1024-GPU what-if of seed-5120x8 (budget 5 s), each
 // against a baseline measured in the same run: the plan alone for the same configurations, so
 // the ratio shows what the step program and the fabric simulation add.
+// The step scheduler (issue 15): one calibrated optimizer step (every kernel beside a collective
+// rate-modulated) against the same step with the slowdowns off, both on the one scheduler. Measured
+// once against the double-time contention loop it replaced, before that was deleted (commit
+// 5f8db69): 3.0-3.4x its time, 8.5 vs 2.9 us (docs/simulator.md "Streams").
 #include <benchmark/benchmark.h>
+
+#include "calibrated_step.hpp"
 
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
@@ -64,6 +70,34 @@ void BM_Whatif1024(benchmark::State& state) {
   state.SetLabel(std::string(opt::to_string(config.scope)) + " w=1024");
 }
 BENCHMARK(BM_Whatif1024)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+
+// Arg 0: global on 2 x 8 (the 2-node seed run, whatif_step_calibration); 1: global_capped on
+// 1 x 8 with collective_hbm_slowdown 1.4 (both contention effects).
+dionsim::bench::CalibratedStep bench_step(std::int64_t arg) {
+  static const auto cal = dionsim::bench::seed_calibration();
+  return arg == 0 ? dionsim::bench::calibrated_step(cal, opt::Scope::global, 2, 8, 1.0, true)
+                  : dionsim::bench::calibrated_step(cal, opt::Scope::global_capped, 1, 8, 1.4, true);
+}
+
+void BM_CalibratedStep(benchmark::State& state) {
+  const auto s = bench_step(state.range(0));
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sim::simulate_optimizer_step(s.plan, *s.kernels, *s.timer, s.options).wall_ns);
+  }
+}
+BENCHMARK(BM_CalibratedStep)->DenseRange(0, 1)->Unit(benchmark::kMicrosecond);
+
+void BM_CalibratedStepNoContention(benchmark::State& state) {  // baseline: slowdowns off, same scheduler
+  auto s = bench_step(state.range(0));
+  auto config = s.kernels->config();
+  config.overlap_slowdown_by_kernel.clear();
+  const sim::KernelModel flat(config);
+  s.options.collective_hbm_slowdown = 1.0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(sim::simulate_optimizer_step(s.plan, flat, *s.timer, s.options).wall_ns);
+  }
+}
+BENCHMARK(BM_CalibratedStepNoContention)->DenseRange(0, 1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <unistd.h>  // getpid: per-process temporary files
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -207,7 +208,7 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
   const Calibration c = calibration_from_anchors(fits, "h200-anchors", "h200-anchors.csv", "dionsim test");
   CHECK(c.parameters.count("nccl_all_to_all_w2_busbw_GBps") == 1);
   CHECK(c.parameters.at("gemm_bf16_tflops").units == "TFLOP/s");
-  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_calibration.json";
+  const auto path = std::filesystem::temp_directory_path() / ("dionsim_test_calibration." + std::to_string(::getpid()) + ".json");
   write_calibration(path, c);
   const Calibration back = read_calibration(path);
   CHECK(back.name == c.name);

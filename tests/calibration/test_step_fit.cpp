@@ -2,11 +2,13 @@
 // and 2-node runs, recovery of known parameters from synthetic measurements, the calibration
 // file round trip into whatif's kernel/step calibration, selection, the DB path, leave-one-out.
 #include <catch2/catch.hpp>
+#include <unistd.h>  // getpid: a database per process (parallel runs, several checkouts share /tmp)
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "analysis/calibration/parameters.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "analysis/calibration/step_fit.hpp"
@@ -96,7 +98,7 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
   CHECK(back.covariance.isApprox(cal.covariance));
   // Every parameter is used by whatif (none ends up in unused_parameters).
   const auto hw = dionsim::sim::hardware_preset("h100-sxm", "--hardware");
-  const auto kc = dionsim::sim::kernel_calibration_from_parameters(back.name, back.hardware, values, hw);
+  const auto kc = dionsim::analysis::kernel_calibration_from_parameters(back.name, back.hardware, values, hw);
   CHECK(kc.unused_parameters.empty());
   CHECK(kc.step.fwd_bwd_ms.has_value());
   CHECK(kc.step.nic_efficiency.has_value());
@@ -181,7 +183,7 @@ TEST_CASE("bad measured input for the fit: another GPU, mixed GPUs, too few metr
 }
 
 TEST_CASE("measured runs and calibrations go through the database", "[step_fit]") {
-  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_step_fit.db";
+  const auto path = std::filesystem::temp_directory_path() / ("dionsim_test_step_fit." + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   {
     auto db = Database::open(path.string());
@@ -242,7 +244,7 @@ TEST_CASE("leave one configuration out predicts every held-out configuration", "
 TEST_CASE("dionsim measure's own runs (2 x H200) calibrate the step model through the database", "[step_fit]") {
   // results/gpu-run5/measure.db: `dionsim measure --db` on the lent 2 x H200 (one process, both GPUs).
   const auto source = std::filesystem::path(DIONSIM_SOURCE_DIR) / "results" / "gpu-run5" / "measure.db";
-  const auto path = std::filesystem::temp_directory_path() / "dionsim_test_measured_h200.db";
+  const auto path = std::filesystem::temp_directory_path() / ("dionsim_test_measured_h200." + std::to_string(::getpid()) + ".db");
   std::filesystem::remove(path);
   std::filesystem::copy_file(source, path);
   std::vector<MeasuredConfiguration> all;

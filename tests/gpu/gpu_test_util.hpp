@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/bf16.hpp"
+#include "optimizer/bf16.hpp"
 #include "kernels/device.hpp"
 #include "kernels/ops.hpp"
 

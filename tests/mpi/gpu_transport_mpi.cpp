@@ -8,7 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/launch.hpp"
-#include "kernels/bf16.hpp"
+#include "optimizer/bf16.hpp"
 #include "kernels/device.hpp"
 #include "kernels/transport.hpp"
 #include "tests/mpi/rank_checks.hpp"

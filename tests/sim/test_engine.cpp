@@ -64,6 +64,26 @@ TEST_CASE("a flow arriving later slows the first one down", "[engine]") {
   CHECK(first == SimTime::ns(2'500'000));
 }
 
+TEST_CASE("a link capacity change re-solves the flows crossing it", "[engine]") {
+  // 3 MB at 1 GB/s; at 1 ms the link drops to 0.5 GB/s (1 MB moved, 2 MB left -> 4 ms more), at
+  // 3 ms it is back to 1 GB/s (1 MB left) -> done at 4 ms. A link without flows takes the change
+  // silently; a bad capacity is refused.
+  Engine e;
+  const auto l = e.add_link(1e9);
+  const auto idle = e.add_link(1e9);
+  std::vector<LinkUse> route{{l, 1.0}};
+  SimTime done;
+  e.start_flow(route, 3e6, SimTime{}, [&] { done = e.now(); });
+  e.at(SimTime::ns(1'000'000), [&] { e.set_link_capacity(l, 0.5e9); });
+  e.at(SimTime::ns(3'000'000), [&] { e.set_link_capacity(l, 1e9); });
+  e.set_link_capacity(idle, 2e9);
+  e.run();
+  CHECK(done == SimTime::ns(4'000'000));
+  CHECK(e.network().capacity_Bps(idle) == 2e9);
+  CHECK_THROWS_AS(e.set_link_capacity(l, 0.0), std::invalid_argument);
+  CHECK_THROWS_AS(e.set_link_capacity(99, 1e9), std::invalid_argument);
+}
+
 TEST_CASE("zero-byte and local flows pay only latency", "[engine]") {
   Engine e;
   SimTime t;

@@ -1,6 +1,7 @@
 // Per-rank streams: stream order, cross-stream waits, overlap, collectives that occupy every
-// comm stream and contend on the fabric.
+// comm stream and contend on the fabric, ops whose rate changes with what runs beside them.
 #include <catch2/catch.hpp>
+#include <limits>
 #include <vector>
 
 #include "sim/streams.hpp"
@@ -157,4 +158,83 @@ TEST_CASE("alltoallv: uniform sizes equal the all-to-all; skewed sizes wait for 
   p.run();
   CHECK(p.op(x).end.to_us() == Approx(64e6 / 10e9 * 1e6 + 1).epsilon(1e-9));
   CHECK_THROWS(p.alltoallv(std::vector<double>(3, 1.0), "wrong size"));
+}
+
+TEST_CASE("contention: a kernel beside a comm op runs slower while it is in flight", "[streams]") {
+  // A: 100 us of work, 2x slower beside a comm op; X: 60 us from 20 us. A does 20 us alone, 30 us
+  // of work in [20, 80] at half speed, the last 50 us alone -> ends at 130. X (A is not
+  // memory-bound) keeps its 60 us.
+  Engine e;
+  StreamProgram p(e, 1);
+  Contention slowed;
+  slowed.slowdown_beside_comm = 2.0;
+  const OpId a = p.compute(0, us(100), "A", {}, SimTime{}, slowed);
+  const OpId x = p.comm_delay(0, us(60), "X", {}, us(20));
+  p.run();
+  CHECK(p.op(a).end == us(130));
+  CHECK(p.op(x).start == us(20));
+  CHECK(p.op(x).end == us(80));
+  CHECK(p.busy(0, Stream::compute) == us(130));
+}
+
+TEST_CASE("contention: both ways at once, a collective goes at its slowest rank's pace", "[streams]") {
+  {
+    // M: memory-bound, 100 us, 2x slower beside comm; C: 60 us, 2x slower beside a memory-bound
+    // kernel. Both at half speed until C is done at 120 (M has 60 of 100 us); M ends at 160.
+    Engine e;
+    StreamProgram p(e, 1);
+    Contention m;
+    m.slowdown_beside_comm = 2.0;
+    m.memory_bound = true;
+    Contention c;
+    c.slowdown_beside_memory_bound = 2.0;
+    const OpId mem = p.compute(0, us(100), "M", {}, SimTime{}, m);
+    const OpId coll = p.collective_timed(us(60), 0, "C", {}, SimTime{}, c);
+    p.run();
+    CHECK(p.op(coll).end == us(120));
+    CHECK(p.op(mem).end == us(160));
+  }
+  {
+    // Two ranks: a memory-bound kernel of 30 us on rank 1 only; the collective (60 us, 3x slower
+    // beside one) does 10 us of work by 30, the other 50 alone -> 80. Rank 0's kernel beside it
+    // has no slowdown of its own.
+    Engine e;
+    StreamProgram p(e, 2);
+    Contention m;
+    m.memory_bound = true;
+    Contention c;
+    c.slowdown_beside_memory_bound = 3.0;
+    p.compute(1, us(30), "M1", {}, SimTime{}, m);
+    const OpId k0 = p.compute(0, us(50), "K0");
+    const OpId coll = p.collective_timed(us(60), 0, "C", {}, SimTime{}, c);
+    p.run();
+    CHECK(p.op(coll).end == us(80));
+    CHECK(p.op(k0).end == us(50));
+  }
+}
+
+TEST_CASE("contention: integer time, factors 1 change nothing, bad factors are refused", "[streams]") {
+  // Completions land on whole picoseconds, rounded up: A has 1 ns of work, 3x slower during the
+  // 1 ps comm op X (1/3 ps of work done), the remaining 999.67 ps round up to 1000.
+  Engine e;
+  StreamProgram p(e, 1);
+  Contention slowed;
+  slowed.slowdown_beside_comm = 3.0;
+  const OpId a = p.compute(0, SimTime::ns(1), "A", {}, SimTime{}, slowed);
+  p.comm_delay(0, SimTime::ps(1), "X");
+  Contention ones;
+  ones.memory_bound = true;  // slows nothing: the comm ops beside it have factor 1
+  const OpId b = p.compute(0, us(7), "B", {}, SimTime{}, ones);
+  const OpId y = p.comm_delay(0, us(5), "Y", std::vector<OpId>{a});  // beside B, not A
+  p.run();
+  CHECK(p.op(a).end == SimTime::ps(1001));  // 1 ps + ceil(999.67 ps)
+  CHECK(p.op(b).end == p.op(a).end + us(7));
+  CHECK(p.op(y).start == p.op(a).end);
+  CHECK(p.op(y).end - p.op(y).start == us(5));
+  Contention bad;
+  bad.slowdown_beside_comm = 0.5;
+  CHECK_THROWS_AS(p.compute(0, us(1), "bad", {}, SimTime{}, bad), std::invalid_argument);
+  bad.slowdown_beside_comm = 1.0;
+  bad.slowdown_beside_memory_bound = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_AS(p.comm_delay(0, us(1), "bad", {}, SimTime{}, bad), std::invalid_argument);
 }

@@ -5,6 +5,7 @@
 #include "optimizer/plan.hpp"
 #include "sim/collectives.hpp"
 #include "sim/step_program.hpp"
+#include "step_oracle.hpp"
 #include "topologies/topology.hpp"
 
 using namespace dionsim;
@@ -154,7 +155,7 @@ TEST_CASE("host launch cost puts launches on the critical path", "[step_program]
   StepProgramOptions ahead = slow;
   ahead.host_ahead = true;
   for (const auto& r : {simulate_optimizer_step(plan, model, timer, ahead),
-                        list_schedule_optimizer_step(plan, model, timer, ahead)}) {
+                        test::list_schedule_optimizer_step(plan, model, timer, ahead)}) {
     CHECK(r.host_issue_ns == synced.host_issue_ns);
     CHECK(r.wall_ns == hidden.wall_ns);
     REQUIRE(r.events.size() == hidden.events.size());
@@ -193,7 +194,8 @@ TEST_CASE("closed-form collective times agree with the engine's flows", "[step_p
   }
 }
 
-TEST_CASE("the engine's stream program and the one-pass list schedule agree to the nanosecond", "[step_program]") {
+TEST_CASE("the engine's stream program and the one-pass list schedule (oracle) agree to the nanosecond",
+          "[step_program]") {
   const auto model = h100();
   for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
     for (std::int64_t nodes : {1, 2, 16}) {
@@ -203,7 +205,7 @@ TEST_CASE("the engine's stream program and the one-pass list schedule agree to t
         StepProgramOptions options;
         options.host_launch_us = host_us;
         const auto a = simulate_optimizer_step(plan, model, timer, options);
-        const auto b = list_schedule_optimizer_step(plan, model, timer, options);
+        const auto b = test::list_schedule_optimizer_step(plan, model, timer, options);
         INFO(opt::to_string(scope) << " nodes " << nodes << " host " << host_us);
         CHECK(a.wall_ns == b.wall_ns);
         CHECK(a.exposed_comm_ns == b.exposed_comm_ns);
@@ -255,7 +257,7 @@ TEST_CASE("contention: kernels beside a collective run slower, by hand", "[step_
   config.TFLOPs_by_kernel["ns_gemm"] = 10.0;
   config.overlap_slowdown_by_kernel["ns_gemm"] = 2.0;
   const KernelModel model(config);
-  const auto r = contention_schedule_optimizer_step(two_task_plan(), model, FixedTimer(60'000));
+  const auto r = simulate_optimizer_step(two_task_plan(), model, FixedTimer(60'000));
   // Issue order A0 B0 A1 B1: A's GEMM [0, 100] alone; A's a2a [100, 160]; B's GEMM starts at 100,
   // runs at half speed while the a2a flies (30 us of work by 160), then 70 us at full speed -> 230.
   REQUIRE(r.events.size() == 6);
@@ -271,13 +273,13 @@ TEST_CASE("contention: kernels beside a collective run slower, by hand", "[step_
   // Without slowdown the same program is the list schedule's.
   config.overlap_slowdown_by_kernel["ns_gemm"] = 1.0;
   const KernelModel flat(config);
-  const auto a = contention_schedule_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
-  const auto b = list_schedule_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
+  const auto a = simulate_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
+  const auto b = test::list_schedule_optimizer_step(two_task_plan(), flat, FixedTimer(60'000));
   CHECK(a.wall_ns == b.wall_ns);
   CHECK(r.wall_ns > a.wall_ns);
 }
 
-TEST_CASE("contention schedule with no slowdown equals the list schedule on real plans", "[step_program]") {
+TEST_CASE("the scheduler with every slowdown 1 equals the list schedule (oracle) on real plans", "[step_program]") {
   auto config = default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"));
   config.overlap_slowdown_by_kernel["ns_gemm"] = 1.0;
   const KernelModel model(config);
@@ -287,8 +289,8 @@ TEST_CASE("contention schedule with no slowdown equals the list schedule on real
       const SymmetricFabricTimer timer(fabric(static_cast<int>(nodes), 8, 25.0));
       StepProgramOptions options;
       options.host_launch_us = nodes == 4 ? 8.0 : 0.0;
-      const auto a = contention_schedule_optimizer_step(plan, model, timer, options);
-      const auto b = list_schedule_optimizer_step(plan, model, timer, options);
+      const auto a = simulate_optimizer_step(plan, model, timer, options);
+      const auto b = test::list_schedule_optimizer_step(plan, model, timer, options);
       CHECK(a.wall_ns == b.wall_ns);
       CHECK(a.exposed_comm_ns == b.exposed_comm_ns);
       REQUIRE(a.events.size() == b.events.size());
@@ -297,7 +299,7 @@ TEST_CASE("contention schedule with no slowdown equals the list schedule on real
       auto slow = config;
       slow.overlap_slowdown_by_kernel["ns_gemm"] = 1.9;
       slow.overlap_slowdown_by_kernel["post"] = 1.3;
-      CHECK(contention_schedule_optimizer_step(plan, KernelModel(slow), timer, options).wall_ns >= a.wall_ns);
+      CHECK(simulate_optimizer_step(plan, KernelModel(slow), timer, options).wall_ns >= a.wall_ns);
     }
   }
 }
@@ -313,7 +315,7 @@ TEST_CASE("contention: a collective beside a memory-bound kernel runs slower, by
   const opt::Plan plan = two_task_plan({"momentum", 0.0, bytes, 1}, {"ns_gemm", 1e9, 0, 1});
   StepProgramOptions options;
   options.collective_hbm_slowdown = 2.0;
-  const auto r = contention_schedule_optimizer_step(plan, model, FixedTimer(60'000), options);
+  const auto r = simulate_optimizer_step(plan, model, FixedTimer(60'000), options);
   // Issue order A0 B0 A1 B1. A's kernel [0, 100]; A's a2a from 100 beside B's memory-bound kernel
   // [100, 200] at half speed (50 us of its 60 by 200), the rest alone -> [100, 210]. B's a2a waits
   // for it (one stream) and runs beside A's GEMM (compute-bound: full speed) -> [210, 270].
@@ -331,8 +333,40 @@ TEST_CASE("contention: a collective beside a memory-bound kernel runs slower, by
   // Factor 1 is the plain schedule; below 1 is rejected.
   options.collective_hbm_slowdown = 1.0;
   CHECK(simulate_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
-  CHECK(list_schedule_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
+  CHECK(test::list_schedule_optimizer_step(plan, model, FixedTimer(60'000), options).a2a_ns == 120'000);
   options.collective_hbm_slowdown = 0.5;
   CHECK_THROWS_AS(simulate_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
-  CHECK_THROWS_AS(contention_schedule_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
+  CHECK_THROWS_AS(lower_optimizer_step(plan, model, FixedTimer(60'000), options), InputError);
+}
+
+TEST_CASE("contention on real plans: every op between its isolated and its fully slowed time", "[step_program]") {
+  // With slowdown s a kernel takes between d and s·d, a collective beside memory-bound kernels
+  // between d and h·d (each within 1 ns of integer rounding); the lowering gives d.
+  auto config = default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"));
+  config.overlap_slowdown_by_kernel["ns_gemm"] = 1.7;
+  config.overlap_slowdown_by_kernel["post"] = 1.3;
+  const KernelModel model(config);
+  for (auto scope : {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped}) {
+    const auto plan = seed_plan(8, scope);
+    const SymmetricFabricTimer timer(fabric(1, 8, 25.0));
+    StepProgramOptions options;
+    options.collective_hbm_slowdown = 1.5;
+    const auto lowered = lower_optimizer_step(plan, model, timer, options);
+    CHECK(lowered.contended());
+    const auto r = schedule_optimizer_step(lowered);
+    REQUIRE(r.events.size() == lowered.ops.size());
+    int stretched = 0;
+    for (std::size_t i = 0; i < r.events.size(); ++i) {
+      const auto& op = lowered.ops[i];
+      const double d = static_cast<double>(op.event.duration_ns);
+      const double most = d * (op.event.stream == StreamKind::compute ? op.overlap_slowdown : 1.5);
+      INFO(opt::to_string(scope) << " op " << i << " " << op.event.name);
+      CHECK(static_cast<double>(r.events[i].duration_ns) >= d - 1);
+      CHECK(static_cast<double>(r.events[i].duration_ns) <= most + 1);
+      stretched += r.events[i].duration_ns > op.event.duration_ns + 1 ? 1 : 0;
+    }
+    CHECK(stretched > 0);
+    CHECK(r.wall_ns >= simulate_optimizer_step(plan, h100(), timer).wall_ns);
+    CHECK_THROWS_AS(test::list_schedule(lowered), std::logic_error);  // the oracle has no contention
+  }
 }

@@ -1,6 +1,7 @@
 // Acceptance tests of issue 5 on the library: payloads equal the plan's, bandwidth monotonicity,
 // exposed communication vs bytes, traces that parse and nest, bad input before anything runs.
 #include <catch2/catch.hpp>
+#include <unistd.h>  // getpid: per-process temporary files
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
+#include "analysis/calibration/parameters.hpp"
 #include "sim/whatif_calibration.hpp"
 #include "sim/whatif_trace.hpp"
 #include "topologies/topology.hpp"
@@ -136,7 +138,7 @@ TEST_CASE("whatif: a trace parses as JSON and its events nest per thread", "[wha
   study.nodes = {2};
   const auto inventory = opt::seed_5120x8();
   const auto model = h100();
-  const auto dir = std::filesystem::temp_directory_path() / "dionsim_whatif_trace_test";
+  const auto dir = std::filesystem::temp_directory_path() / ("dionsim_whatif_trace_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   for (const auto& c : expand(study)) {
     const auto r = run_whatif(c, inventory, model);
@@ -236,7 +238,7 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
                                              {"ns_gemm_isolated_overhead_us", 3.0},
                                              {"nccl_all_to_all_w16_algbw_GBps", 100.0},
                                              {"gemm_bf16_tflops", 737.9}};
-  const auto cal = kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
+  const auto cal = dionsim::analysis::kernel_calibration_from_parameters("traces", "NVIDIA H200", params, h200);
   CHECK(cal.unused_parameters == std::vector<std::string>{"gemm_bf16_tflops"});
   const KernelModel model(cal.config, cal.measured);
   // 7.5e12 FLOPs at 750 TFLOP/s = 10 ms, + 2 launches x 3 us
@@ -257,7 +259,7 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
         Approx(static_cast<double>(r.plan.a2a_payload_bytes) / 100e9 * 1e9).margin(2 * r.plan.collectives));
   // a calibration measured on another GPU is refused
   CHECK_THROWS_AS(
-      kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
+      dionsim::analysis::kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
       UsageError);
 }
 
@@ -367,7 +369,7 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   CHECK_THROWS_WITH(expand(bad), Catch::Contains("--collective-hbm-slowdown"));
   // From a calibration: applied unless the command line set it; a factor below 1 is refused.
   const auto h100_hw = hardware_preset("h100-sxm", "--hardware");
-  const auto cal = kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 1.5}}, h100_hw);
+  const auto cal = dionsim::analysis::kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 1.5}}, h100_hw);
   CHECK(cal.unused_parameters.empty());
   WhatifConfig w;
   apply_step_calibration(cal.step, w);
@@ -376,6 +378,6 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   given.collective_hbm_slowdown = 1.0;
   apply_step_calibration(cal.step, given);
   CHECK(given.collective_hbm_slowdown == 1.0);
-  CHECK_THROWS_AS(kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 0.5}}, h100_hw),
+  CHECK_THROWS_AS(dionsim::analysis::kernel_calibration_from_parameters("c", "H100 SXM", {{"collective_hbm_slowdown", 0.5}}, h100_hw),
                   InputError);
 }

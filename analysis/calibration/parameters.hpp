@@ -1,0 +1,73 @@
+#pragma once
+// The calibration parameters, in one table: every parameter a calibration file may hold is named,
+// given a unit, a valid range, where it lands in whatif's configuration (the kernel model's
+// config or the step calibration), and — for those the step fit frees — its fit bounds and start.
+// Reading a calibration (`whatif --calibration`), the step fit's evaluations and the calibration's
+// own checks all go through this table, so a parameter is defined once.
+//
+// A family ("hbm_efficiency.<class>", "nccl_all_to_all_w<W>_algbw_GBps") is one row with a name
+// pattern; its suffix (the kernel class, the world size) is passed to the row's apply.
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/kernel_model.hpp"
+#include "sim/whatif_calibration.hpp"
+
+namespace dionsim::analysis {
+
+// The valid values of a parameter (checked when a calibration is read).
+enum class ParameterRange {
+  efficiency,  // (0, 1]
+  time,        // [0, ∞), finite
+  factor,      // [1, ∞), finite
+  throughput,  // (0, ∞), finite
+  bounded,     // [valid_lower, valid_upper]
+};
+
+// Where a calibration applies: the GPU it was measured on (kernel times), or the GPU and the
+// fabric (everything the network shapes).
+enum class ParameterScope { hardware, fabric };
+
+struct FitBounds {
+  double lower = 0, upper = 0, start = 0;
+};
+
+using ApplyParameter = void (*)(double value, std::string_view suffix, sim::KernelCalibration& cal,
+                                const sim::Hardware& base);
+
+struct ParameterSpec {
+  std::string_view name;    // exact name, or the fixed part of a family
+  std::string_view suffix;  // "" for an exact name; the family's fixed tail ("_algbw_GBps"), or "*" for none
+  std::string_view unit;
+  ParameterRange range = ParameterRange::time;
+  double valid_lower = 0, valid_upper = 0;  // for ParameterRange::bounded
+  ParameterScope scope = ParameterScope::hardware;
+  std::optional<FitBounds> fit;  // freed by the step fit (in table order), else only read
+  ApplyParameter apply = nullptr;
+  std::string_view meaning;
+  [[nodiscard]] bool family() const { return !suffix.empty(); }
+};
+
+// Every parameter, in the step fit's order.
+[[nodiscard]] const std::vector<ParameterSpec>& calibration_parameters();
+// The row for a parameter name (a family's suffix in `*suffix`), or null for a name no row knows.
+[[nodiscard]] const ParameterSpec* find_parameter(std::string_view name, std::string* suffix = nullptr);
+// The family name for a suffix: parameter_name(spec, "pack") = "hbm_efficiency.pack".
+[[nodiscard]] std::string parameter_name(const ParameterSpec& spec, std::string_view suffix = {});
+// Checks a value against its row's range: InputError naming `where` and the parameter.
+void check_parameter(const ParameterSpec& spec, const std::string& name, double value, const std::string& where);
+
+// The fitted parameters of a `dionsim calibrate` file as a kernel calibration of whatif.
+// `hardware_label` ("H200", "NVIDIA H200", "H100") must name the same GPU as `base` (UsageError
+// naming --hardware otherwise). Names no row knows are listed in unused_parameters. The traced
+// pair ns_gemm_isolated_tflops / ns_gemm_overlapped_tflops together set the NS GEMMs' overlap
+// slowdown (isolated / overlapped throughput).
+[[nodiscard]] sim::KernelCalibration kernel_calibration_from_parameters(const std::string& name,
+                                                                        const std::string& hardware_label,
+                                                                        const std::map<std::string, double>& parameters,
+                                                                        const sim::Hardware& base);
+
+}  // namespace dionsim::analysis
