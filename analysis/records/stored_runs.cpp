@@ -27,7 +27,14 @@ sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardwar
                                    const Note& note) {
   std::map<std::string, double> values;
   for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
-  auto cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  // Errors name the file (or stored name) the user gave, then the calibration's own name: the
+  // name alone is the file it was fitted from, which the user may never have seen.
+  sim::KernelCalibration cal;
+  try {
+    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  } catch (const InputError& e) {
+    throw InputError(path + ": calibration '" + fitted.name + "': " + e.what());
+  }
   for (const auto& name : cal.unused_parameters) note(path + ": " + name + " is not used by whatif");
   return cal;
 }
