@@ -37,7 +37,8 @@ test-asan: deps
 # (time-boxed), FUZZ_RSS_MB memory limit; fails when a target finds a crash, leak or timeout.
 FUZZ_SECONDS ?= 60
 FUZZ_RSS_MB ?= 2048
-fuzz: deps
+fuzz:
+	bash scripts/install-deps.sh fuzz
 	cmake --preset fuzz
 	cmake --build --preset fuzz -j $(JOBS)
 	bash scripts/fuzz.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_RSS_MB)

@@ -44,6 +44,11 @@ void require_regular_file(const std::string& path, std::string_view what) {
 }
 
 std::string read_input_file(const std::string& path, std::string_view what, std::size_t max_bytes) {
+  struct stat probe {};
+  if (::stat(path.c_str(), &probe) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR)) {
+    // A missing or unreadable file stays an I/O error (exit 4), as the readers always said.
+    throw IoError(path + ": cannot open for reading (" + errno_text(errno) + "), expected " + std::string(what));
+  }
   require_regular_file(path, what);
   // O_NONBLOCK: should the path be swapped for a FIFO after the check, open() must not block;
   // fstat on the descriptor is the check that counts.

@@ -60,7 +60,7 @@ nlohmann::json parse_json_input(std::string_view text, std::string_view where, b
   try {
     doc = nlohmann::json::parse(text.begin(), text.end(), check);
   } catch (const nlohmann::json::exception& e) {
-    throw_bad_input(where, "(document)", e.what(), "valid JSON");
+    throw_bad_input(where, "(document)", std::string("not JSON: ") + e.what(), "valid JSON");
   }
   if (!problem.empty()) {
     throw_bad_input(where, "(number)", problem, "numbers that are finite, 0 or between 1e-15 and 1e15 in magnitude");

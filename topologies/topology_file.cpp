@@ -80,7 +80,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     const bool ok = fraction ? (v > 0 && v <= 1) : bandwidth ? (v >= 1e-3 && v <= 1e6) : v > 0;
     if (!ok) {
       throw_bad_input(where(source, n), key, text_of(n),
-                      fraction ? "a number in (0, 1]" : bandwidth ? "a bandwidth in [0.001, 1e6] GB/s" : "a positive number");
+                      fraction ? "a number in (0, 1]" : bandwidth ? "a positive number (a bandwidth in [0.001, 1e6] GB/s)" : "a positive number");
     }
     field = v;
   };

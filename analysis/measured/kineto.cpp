@@ -223,7 +223,12 @@ namespace {
 KinetoTrace parse_kineto_events(const std::string& json_text, const std::string& source, std::int64_t& at_event) {
   // Epoch timestamps in µs exceed 1e15: only finiteness is required of the numbers here; the
   // conversion to integer ns checks its own range.
-  const json root = parse_json_input(json_text, source, /*allow_large=*/true);
+  json root;
+  try {
+    root = parse_json_input(json_text, source, /*allow_large=*/true);
+  } catch (const InputError& e) {
+    throw InputError(std::string(e.what()) + " — not a JSON trace; expected PyTorch-profiler Chrome-trace JSON, optionally gzipped");
+  }
   const json* events = nullptr;
   if (root.is_object()) {
     const auto it = root.find("traceEvents");

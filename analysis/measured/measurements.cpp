@@ -93,7 +93,7 @@ class Fields {
   [[nodiscard]] double number(const std::string& column) const {
     const std::string t = text(column);
     const std::optional<double> value = to_number(t);  // the one number rule (common/parse.hpp)
-    if (!value) throw_bad_input(where_, column, t, "a finite number, 0 or between 1e-15 and 1e15 in magnitude");
+    if (!value) throw_bad_input(where_, column, t, "a number");
     return *value;
   }
   [[nodiscard]] std::int64_t integer(const std::string& column, std::int64_t min_value) const {
