@@ -227,7 +227,7 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
   try {
     root = parse_json_input(json_text, source, /*allow_large=*/true);
   } catch (const InputError& e) {
-    throw InputError(std::string(e.what()) + " — not a JSON trace; expected PyTorch-profiler Chrome-trace JSON, optionally gzipped");
+    throw InputError(source + ": not a JSON trace (" + e.what() + "); expected PyTorch-profiler Chrome-trace JSON, optionally gzipped");
   }
   const json* events = nullptr;
   if (root.is_object()) {
