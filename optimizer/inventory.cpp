@@ -125,6 +125,7 @@ Inventory load_inventory(const std::string& model) {
     return inv;
   }
   if (model.ends_with(".json")) {
+    require_regular_file(model, "a JSON inventory file");  // missing: exit 3, as before
     return parse_inventory_json(read_input_file(model, "a JSON inventory file", 64 << 20), model);
   }
   throw_bad_usage("--model", model, "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or a .json inventory file");

@@ -47,7 +47,9 @@ TEST_CASE("inputs that are not regular files are refused by name", "[common]") {
   fs::create_symlink(s.file("b"), s.file("a"));
   fs::create_symlink(s.file("a"), s.file("b"));
   CHECK_THROWS_WITH(read_input_file(s.file("a"), "a CSV"), Catch::Contains("got 'a symlink loop'"));
-  CHECK_THROWS_WITH(read_input_file(s.file("none"), "a CSV"), Catch::Contains("got 'missing'"));
+  CHECK_THROWS_WITH(read_input_file(s.file("none"), "a CSV"), Catch::Contains("cannot open for reading (missing)"));
+  CHECK_THROWS_AS(read_input_file(s.file("none"), "a CSV"), IoError);  // exit 4, as before
+  CHECK_THROWS_WITH(require_regular_file(s.file("none"), "a CSV"), Catch::Contains("got 'missing'"));
   CHECK_THROWS_AS(read_input_file(fifo, "a CSV"), InputError);
   std::ofstream(s.file("big")) << std::string(100, 'x');
   CHECK_THROWS_WITH(read_input_file(s.file("big"), "a CSV", 99), Catch::Contains("at most 99 bytes"));
