@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build demo test test-slow test-asan bench clean
+.PHONY: all deps configure build demo test test-slow test-asan fuzz bench clean
 
 all: build
 
@@ -32,6 +32,16 @@ test-asan: deps
 	cmake --preset asan
 	cmake --build --preset asan -j $(JOBS)
 	ctest --preset asan -j $(JOBS)
+
+# libFuzzer targets with ASan + UBSan (clang-14, the "fuzz" preset), FUZZ_SECONDS per target
+# (time-boxed), FUZZ_RSS_MB memory limit; fails when a target finds a crash, leak or timeout.
+FUZZ_SECONDS ?= 60
+FUZZ_RSS_MB ?= 2048
+fuzz:
+	bash scripts/install-deps.sh fuzz
+	cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS)
+	bash scripts/fuzz.sh build/fuzz $(FUZZ_SECONDS) $(FUZZ_RSS_MB)
 
 bench: build
 	bash scripts/bench.sh $(BUILD_DIR)

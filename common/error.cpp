@@ -2,6 +2,20 @@
 
 namespace dionsim {
 
+namespace {
+
+// A rejected value is echoed so that the user sees it, but never whole: a 60 KB value (a JSON
+// document nested 100 000 deep) would bury the message.
+constexpr std::size_t kMaxEcho = 120;
+
+std::string capped(std::string_view got) {
+  // +40: an excerpt already capped elsewhere (json_excerpt: 120 characters and its length) passes.
+  if (got.size() <= kMaxEcho + 40) return std::string(got);
+  return std::string(got.substr(0, kMaxEcho)) + "... (" + std::to_string(got.size()) + " bytes)";
+}
+
+}  // namespace
+
 std::string describe_bad_value(std::string_view where, std::string_view field, std::string_view got,
                                std::string_view expected) {
   std::string message;
@@ -11,7 +25,7 @@ std::string describe_bad_value(std::string_view where, std::string_view field, s
   if (!field.empty()) {
     message.append(field).append(": ");
   }
-  message.append("got '").append(got).append("', expected ").append(expected);
+  message.append("got '").append(capped(got)).append("', expected ").append(expected);
   return message;
 }
 

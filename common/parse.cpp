@@ -1,6 +1,7 @@
 #include "common/parse.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <cmath>
 #include <limits>
 
@@ -17,15 +18,44 @@ std::string_view trim(std::string_view s) {
 
 }  // namespace
 
-double parse_double(std::string_view text, std::string_view flag) {
-  const std::string_view t = trim(text);
+std::string number_problem(double value) {
+  if (!std::isfinite(value)) return "not finite";
+  const double a = std::fabs(value);
+  if (a > kMaxMagnitude) return "larger than 1e15 in magnitude";
+  if (a != 0.0 && a < kMinMagnitude) return "nonzero and smaller than 1e-15 in magnitude";
+  return {};
+}
+
+namespace {
+constexpr const char* kNumberRule = "a finite number, 0 or between 1e-15 and 1e15 in magnitude";
+
+std::string show(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return buf;
+}
+}  // namespace
+
+double check_number(double value, std::string_view where, std::string_view field) {
+  if (const std::string p = number_problem(value); !p.empty()) throw_bad_input(where, field, show(value), kNumberRule);
+  return value;
+}
+
+std::optional<double> to_number(std::string_view text) {
+  std::string_view t = trim(text);
+  if (!t.empty() && t.front() == '+') t.remove_prefix(1);
   double value = 0;
   const auto* end = t.data() + t.size();
-  const auto [ptr, ec] = std::from_chars(t.data(), end, value);
-  if (t.empty() || ec != std::errc{} || ptr != end || !std::isfinite(value)) {
-    throw_bad_usage(flag, text, "a finite number");
-  }
+  // from_chars: no locale, no "inf"/"nan" text accepted below, out-of-range is an error (1e400).
+  const auto [ptr, ec] = std::from_chars(t.data(), end, value, std::chars_format::general);
+  if (t.empty() || ec != std::errc{} || ptr != end || !number_problem(value).empty()) return std::nullopt;
   return value;
+}
+
+double parse_double(std::string_view text, std::string_view flag) {
+  const std::optional<double> value = to_number(text);
+  if (!value) throw_bad_usage(flag, text, kNumberRule);
+  return *value;
 }
 
 std::int64_t parse_int(std::string_view text, std::string_view flag) {
@@ -78,6 +108,9 @@ std::vector<std::string> split_list(std::string_view text, std::string_view flag
       throw_bad_usage(flag, text, "a comma-separated list without empty items");
     }
     items.emplace_back(item);
+    if (items.size() > kMaxListItems) {
+      throw_bad_usage(flag, text, "a list of at most " + std::to_string(kMaxListItems) + " values");
+    }
     if (comma == std::string_view::npos) break;
     start = comma + 1;
   }
@@ -100,10 +133,29 @@ std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view
     }
     const std::int64_t first = parse_int(std::string_view(item).substr(0, dots), flag);
     const std::int64_t last = parse_int(rest, flag);
-    if (first < 1 || last < first || factor < 2) {
-      throw_bad_usage(flag, item, "a range FIRST..LAST[:xFACTOR] with 1 <= FIRST <= LAST and FACTOR >= 2");
+    if (first < 1 || last < first || factor < 2 || last > kMaxRangeEnd) {
+      throw_bad_usage(flag, item,
+                      "a range FIRST..LAST[:xFACTOR] with 1 <= FIRST <= LAST <= " + std::to_string(kMaxRangeEnd) +
+                          " and FACTOR >= 2");
     }
-    for (std::int64_t v = first; v <= last; v *= factor) values.push_back(v);
+    // last <= 2^30 and factor may be large: stop before v * factor can overflow.
+    std::int64_t v = first;
+    while (true) {
+      values.push_back(v);
+      if (v >= last || v > last / factor) break;
+      v *= factor;
+    }
+    if (values.back() != last) {
+      const std::int64_t below = values.back();
+      throw_bad_usage(flag, item,
+                      "a range whose LAST is FIRST times a power of " + std::to_string(factor) + " (" +
+                          std::to_string(first) + ".." + std::to_string(below) + " or " + std::to_string(first) +
+                          ".." + std::to_string(below * factor) + "), or a comma list");
+    }
+    if (values.size() > kMaxListItems) break;
+  }
+  if (values.size() > kMaxListItems) {
+    throw_bad_usage(flag, text, "a list of at most " + std::to_string(kMaxListItems) + " values");
   }
   return values;
 }
@@ -111,6 +163,9 @@ std::vector<std::int64_t> parse_int_list(std::string_view text, std::string_view
 std::vector<double> parse_double_list(std::string_view text, std::string_view flag) {
   std::vector<double> values;
   for (const std::string& item : split_list(text, flag)) values.push_back(parse_double(item, flag));
+  if (values.size() > kMaxListItems) {
+    throw_bad_usage(flag, text, "a list of at most " + std::to_string(kMaxListItems) + " values");
+  }
   return values;
 }
 

@@ -1,9 +1,11 @@
 #include "experiments/cli.hpp"
 
+#include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/parse.hpp"
 
 namespace dionsim::cli {
 
@@ -37,6 +39,23 @@ bool Command::parse(std::span<const std::string> args) {
     po::notify(vm_);
   } catch (const po::error& e) {
     throw UsageError(name_ + ": " + e.what() + " (see 'dionsim " + name_ + " --help')");
+  }
+  // Every numeric flag of every subcommand passes the one number rule (common/parse.hpp): boost
+  // reads "inf", "nan", 1e300 and 1e-320 as doubles, which no flag means.
+  for (const auto& [flag, value] : vm_) {
+    double number = 0;
+    if (const auto* d = boost::any_cast<double>(&value.value())) {
+      number = *d;
+    } else if (const auto* f = boost::any_cast<float>(&value.value())) {
+      number = *f;
+    } else {
+      continue;
+    }
+    if (!number_problem(number).empty()) {
+      char shown[64];
+      std::snprintf(shown, sizeof shown, "%g", number);
+      throw UsageError(describe_bad_value("--" + flag, "", shown, "a finite number, 0 or between 1e-15 and 1e15 in magnitude"));
+    }
   }
   return true;
 }

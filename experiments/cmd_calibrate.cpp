@@ -18,6 +18,7 @@
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 
@@ -58,6 +59,13 @@ int run_calibrate(std::span<const std::string> args) {
   if (measured.empty() && common.db.empty())
     throw UsageError("calibrate: --measured FILE or --db DB is required (see 'dionsim calibrate --help')");
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");
+  // Checked before anything is read or fitted: an output that is one of the inputs (or the
+  // database) would destroy it; a folder or a device cannot be replaced by a file.
+  if (!out.empty()) {
+    std::vector<std::string> inputs = measured;
+    if (!common.db.empty()) inputs.push_back(common.db);
+    require_output_file(out, "--out", inputs);
+  }
   const std::string tool = "dionsim " DIONSIM_VERSION;
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);

@@ -90,14 +90,19 @@ int run_deferral(std::span<const std::string> args) {
     db.emplace(analysis::Database::open(cmd.common().db));
   }
   nlohmann::json out = nlohmann::json::array();
-  if (!cmd.common().json) std::fputs((recommend ? opt::recommend_table_header() : opt::table_header()).c_str(), stdout);
+  bool header_printed = false;  // with the first row: an error before it leaves no orphan header
+  const auto print_row = [&](const std::string& row) {
+    if (!header_printed) std::fputs((recommend ? opt::recommend_table_header() : opt::table_header()).c_str(), stdout);
+    header_printed = true;
+    std::fputs(row.c_str(), stdout);
+  };
   for (const auto& c : configs) {
     log(cmd.common(), "deferral: " + model + " world " + std::to_string(c.world) + " c " +
                           (c.capacity_factor ? std::to_string(*c.capacity_factor) : std::string("auto")));
     if (recommend) {
       const opt::Recommendation r = opt::recommend_capacity(c, target);
       out.push_back(opt::to_json(c, target, r));
-      if (!cmd.common().json) std::fputs(opt::recommend_table_row(c, target, r).c_str(), stdout);
+      if (!cmd.common().json) print_row(opt::recommend_table_row(c, target, r));
       continue;
     }
     const nlohmann::json config = analysis::deferral_config_json(c, mode, replayed);
@@ -107,10 +112,10 @@ int run_deferral(std::span<const std::string> args) {
     }
     const opt::DeferralSummary s = opt::run_deferral(c);
     out.push_back(opt::to_json(c, s));
-    if (!cmd.common().json) std::fputs(opt::table_row(c, s).c_str(), stdout);
+    if (!cmd.common().json) print_row(opt::table_row(c, s));
     if (db) {
       db->store(analysis::deferral_record(config, out.back(), s, c.seed),
-                cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+                cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     }
   }
   if (cmd.common().json) print_json(out);

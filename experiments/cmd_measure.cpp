@@ -12,6 +12,7 @@
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
+#include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
 #ifdef DIONSIM_HAVE_CUDA
 #include "kernels/collective_bench.hpp"
@@ -106,6 +107,13 @@ int run_measure(std::span<const std::string> args) {
   if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
   if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
   if (in_flight < 1) throw_bad_usage("--in-flight", std::to_string(in_flight), "an integer >= 1");
+  if (steps > 100000) throw_bad_usage("--steps", std::to_string(steps), "an integer in [1, 100000]");
+  // The model and the collective sizes are checked here too, so that a bad value is a usage error
+  // (exit 2) on a machine without a GPU as on one with (before, 77 came first).
+  if (collective.empty()) (void)opt::load_inventory(model);
+  const std::int64_t b_bytes = parse_size_bytes(b, "-b"), e_bytes = parse_size_bytes(e, "-e");
+  if (b_bytes < 1 || e_bytes < b_bytes) throw_bad_usage("-b/-e", b + ".." + e, "1 <= -b <= -e");
+  if (factor < 2) throw_bad_usage("-f", std::to_string(factor), "an integer >= 2");
   // An MPI launch of a build without MPI is a usage error (exit 2) before anything else happens.
   const launch::Launch how = launch::select_launch();
 #ifndef DIONSIM_HAVE_CUDA

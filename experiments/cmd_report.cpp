@@ -12,6 +12,7 @@
 
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "experiments/cli.hpp"
 
 extern char** environ;
@@ -62,7 +63,7 @@ int run_report(std::span<const std::string> args) {
       throw_bad_input(common.db, "runs", "no whatif runs", "a database written by `dionsim whatif --db`");
     }
   }
-  std::filesystem::create_directories(out);
+  require_output_folder(out, "--out");
   // The script runs this executable for the extrapolation study of a stored calibration.
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const int rc = run_process({python, script, "report", "--db", common.db, "--out", out, "--dionsim", self});

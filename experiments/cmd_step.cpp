@@ -2,12 +2,14 @@
 // of W ranks in one process) and writes the weights and per-rank deferral counters.
 // Logic: optimizer/numerics_case.hpp, optimizer/reference_step.hpp.
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 #include "optimizer/numerics_case.hpp"
@@ -28,6 +30,10 @@ int run_step(std::span<const std::string> args) {
   cmd.positional("case", 1);
   if (!cmd.parse(args)) return 0;
   if (threads < 1) throw_bad_usage("--threads", std::to_string(threads), "an integer >= 1");
+  // Before the run: an existing file here is refused by name (the folder is created when writing).
+  if (std::filesystem::exists(out_dir) && !std::filesystem::is_directory(out_dir)) {
+    throw_bad_usage("--out", out_dir, "an output folder, not an existing file");
+  }
   const opt::NumericsCase c = opt::load_numerics_case(case_dir);
   Recorder recorder(cmd.common(), "step");
   const nlohmann::json run_config = recorder.enabled() ? analysis::step_config_json(c) : nlohmann::json::object();

@@ -11,6 +11,7 @@
 #include "analysis/records/records.hpp"
 #include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "common/parse.hpp"
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
@@ -102,23 +103,23 @@ int run_whatif(std::span<const std::string> args) {
   const sim::KernelModel kernels(cal.config, cal.measured);
   const auto configs = sim::expand(study);
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
+  if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
 
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
-  if (!common.json) std::cout << sim::table_header() << '\n';
+  bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
   ProgressBar bar("whatif", static_cast<std::int64_t>(configs.size()), common.quiet);
   for (const auto& config : configs) {
     const auto config_json = sim::to_json(config);
     const auto hash = analysis::config_hash(config_json);
-    if (db && !common.force && db->has_run("whatif", hash)) {
-      ++skipped;  // a re-run resumes: stored configurations are not simulated again
-      bar.advance();
-      continue;
-    }
+    // A stored configuration is not stored again; the (deterministic) simulation is repeated so
+    // that the table, --json and --trace-out show every configuration asked for.
+    const bool stored = db && !common.force && db->has_run("whatif", hash);
+    if (stored) ++skipped;
     const auto result = sim::run_whatif(config, inventory, kernels);
-    if (db)
+    if (db && !stored)
       db->store(analysis::whatif_record(result, config_json, common.seed),
-                common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
+                common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;
@@ -126,14 +127,16 @@ int run_whatif(std::span<const std::string> args) {
       row["optimizer_collectives"] = sim::collectives_json(result);
       rows.push_back(std::move(row));
     } else {
+      if (!header_printed) std::cout << sim::table_header() << '\n';
+      header_printed = true;
       std::cout << sim::table_row(result) << '\n' << std::flush;
     }
     bar.advance();
   }
   bar.finish();
   if (skipped > 0) {
-    log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already in " +
-                    common.db + " (skipped; --force re-runs them)");
+    log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
+                    common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");
   }
   if (common.json) print_json(rows);
   return 0;

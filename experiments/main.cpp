@@ -1,5 +1,6 @@
 // dionsim: dispatches to a subcommand and is the only place errors become exit codes.
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ int main(int argc, char** argv) {
   } catch (const dionsim::Error& e) {
     std::cerr << "dionsim: error: " << e.what() << '\n';
     return static_cast<int>(e.code());
+  } catch (const std::bad_alloc&) {
+    // Last resort (sizes that can be computed are refused before they are allocated).
+    std::cerr << "dionsim: error: out of memory: the request needs more memory than this machine gives the process; "
+                 "ask for fewer or smaller configurations\n";
+    return static_cast<int>(dionsim::ExitCode::io);
   } catch (const std::exception& e) {
     std::cerr << "dionsim: internal error: " << e.what() << '\n';
     return 1;

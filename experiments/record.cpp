@@ -22,8 +22,9 @@ analysis::RunRecord Recorder::begin(const nlohmann::json& config, analysis::RunM
 std::int64_t Recorder::store(const analysis::RunRecord& record) {
   if (!db_) return 0;
   const std::int64_t id =
-      db_->store(record, common_.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
-  log(common_, kind_ + ": recorded as run " + std::to_string(id) + " in " + common_.db);
+      db_->store(record, common_.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
+  log(common_, id == 0 ? kind_ + ": an identical run was stored meanwhile in " + common_.db + ", not stored again"
+                        : kind_ + ": recorded as run " + std::to_string(id) + " in " + common_.db);
   return id;
 }
 
@@ -39,8 +40,9 @@ void store_measure(const CommonOptions& common, nlohmann::json config, const nlo
   if (common.db.empty()) return;
   auto db = analysis::Database::open(common.db);
   const auto rec = analysis::measure_record(std::move(config), out, common.seed);
-  const auto id = db.store(rec, common.force ? analysis::OnExisting::replace : analysis::OnExisting::keep);
-  log(common, "stored run " + std::to_string(id) + " in " + common.db);
+  const auto id = db.store(rec, common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
+  log(common, id == 0 ? "an identical run is already stored in " + common.db + ", not stored again"
+                      : "stored run " + std::to_string(id) + " in " + common.db);
 }
 
 void save_calibration(const CommonOptions& common, analysis::Database* db, const analysis::Calibration& calibration,

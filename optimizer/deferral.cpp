@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "common/error.hpp"
+#include "common/resources.hpp"
 #include "optimizer/bf16.hpp"
 #include "optimizer/capped.hpp"
 
@@ -27,11 +28,8 @@ void parallel_chunks(std::int64_t n, int threads, Fn&& fn) {
     fn(std::int64_t{0}, n, 0);
     return;
   }
-  std::vector<std::thread> pool;
-  for (std::int64_t i = 0; i < t; ++i) {
-    pool.emplace_back([&, i] { fn(n * i / t, n * (i + 1) / t, static_cast<int>(i)); });
-  }
-  for (auto& th : pool) th.join();
+  // run_threads: an exception in a worker (bad_alloc) reaches the caller instead of terminating.
+  run_threads(static_cast<int>(t), [&](int i) { fn(n * i / t, n * (i + 1) / t, i); });
 }
 
 // Momentum rows of one packed group, one of two representations. accumulate(step) adds the step's
@@ -292,8 +290,9 @@ void validate(const DeferralConfig& c) {
   }
   check_capacity_factor(c.capacity_factor, "--capacity-factor");
   if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
-  if (c.steps < 1) throw_bad_usage("--steps", std::to_string(c.steps), "an integer >= 1");
-  if (c.trials < 1) throw_bad_usage("--trials", std::to_string(c.trials), "an integer >= 1");
+  if (c.world > (1 << 20)) throw_bad_usage("--world", std::to_string(c.world), "an integer in [2, 1048576]");
+  if (c.steps < 1 || c.steps > 1000000) throw_bad_usage("--steps", std::to_string(c.steps), "an integer in [1, 1000000]");
+  if (c.trials < 1 || c.trials > 10000) throw_bad_usage("--trials", std::to_string(c.trials), "an integer in [1, 10000]");
   if (c.stream.kind == StreamKind::replay && (!c.stream.replay || c.stream.replay->groups.empty())) {
     throw_bad_usage("--norms", c.stream.text, "replay:DB with gradient row statistics loaded from DB");
   }
@@ -390,6 +389,24 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
   out.mode = c.mode != DeferralMode::automatic ? c.mode
              : elements <= c.exact_max_elements ? DeferralMode::exact
                                                 : DeferralMode::reduced;
+  {
+    // What the run will hold at once, refused by name before it is allocated: the momentum of
+    // every concurrently simulated group (exact: full rows; reduced: a few floats per row) and
+    // the per-step, per-rank counters of every trial.
+    std::int64_t largest = 0, largest_rows = 0;
+    for (const std::int64_t gi : packed) {
+      const GroupPlan& g = plan.groups[at(gi)];
+      largest = std::max(largest, g.N * g.rows * g.cols);
+      largest_rows = std::max(largest_rows, g.N * g.rows);
+    }
+    const double concurrent = static_cast<double>(std::max<std::int64_t>(1, std::min<std::int64_t>(c.threads, c.trials * out.packed_groups)));
+    const double group_bytes = out.mode == DeferralMode::exact ? 8.0 * static_cast<double>(largest) + 16.0 * static_cast<double>(largest_rows)
+                                                               : 24.0 * static_cast<double>(largest_rows);
+    require_memory(concurrent * group_bytes, "--mode", to_string(out.mode), "the momentum of the groups simulated at once");
+    require_memory(static_cast<double>(c.trials) * static_cast<double>(c.steps) * static_cast<double>(c.world) *
+                       2.0 * sizeof(StepCounts),
+                   "--steps", std::to_string(c.steps), "the per-step counters of every trial and rank");
+  }
   // Tasks = (trial, group); with fewer tasks than threads the threads go inside the group.
   const std::int64_t tasks = c.trials * out.packed_groups;
   const int outer = static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(c.threads, tasks)));
@@ -402,9 +419,7 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
       runs[at(t)] = simulate_group(plan.groups[at(gi)], gi, c, trial, out.mode, inner);
     }
   };
-  std::vector<std::thread> pool;
-  for (int i = 0; i < outer; ++i) pool.emplace_back(worker);
-  for (auto& th : pool) th.join();
+  run_threads(outer, [&](int) { worker(); });
 
   std::vector<double> step_fraction;
   out.per_step_mean.assign(at(c.steps), 0.0);

@@ -31,6 +31,16 @@ struct Inventory {
 [[nodiscard]] Inventory gpt_layout(std::int64_t hidden, std::int64_t layers);  // q,k,v,o (h,h); fc (4h,h); proj (h,4h)
 [[nodiscard]] Inventory gpt_swiglu(const std::string& name, std::int64_t hidden, std::int64_t inter,
                                    std::int64_t layers);                       // spec §6.2
+// Limits of an inventory (checked where one is read, before any plan is built from it): rows and
+// cols <= 2^24, count <= 2^20, <= 100 000 entries, <= 2^44 parameters in all. Every size the
+// planner derives (world * rows * cols * bytes) then fits in 64 bits.
+inline constexpr std::int64_t kMaxMatrixDimension = std::int64_t{1} << 24;
+inline constexpr std::int64_t kMaxMatrixCount = std::int64_t{1} << 20;
+inline constexpr std::size_t kMaxInventoryEntries = 100000;
+inline constexpr std::int64_t kMaxInventoryElements = std::int64_t{1} << 44;
+// Throws InputError naming `where` when the inventory holds more than kMaxInventoryElements.
+void check_inventory_size(const Inventory& inv, const std::string& where);
+
 [[nodiscard]] Inventory parse_inventory_json(const std::string& text, const std::string& where);
 
 }  // namespace dionsim::opt

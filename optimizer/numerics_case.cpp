@@ -7,6 +7,10 @@
 #include <sstream>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
+#include "common/json_input.hpp"
+#include "common/parse.hpp"
+#include <limits>
 #include "optimizer/npy.hpp"
 
 namespace dionsim::opt {
@@ -15,6 +19,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+constexpr std::int64_t kMaxCaseInteger = std::int64_t{1} << 31;
 
 const std::set<std::string> kKeys{"optimizer", "scope",   "world",      "fraction", "steps",  "lr",
                                   "ef_decay",  "weight_decay", "adjust_lr", "capacity_factor", "mu",
@@ -33,18 +39,18 @@ struct Reader {
   double number(const std::string& key, double fallback, bool required = false) const {
     const json* v = get(key, required);
     if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_number()) throw_bad_input(where, key, v->dump(), "a number");
-    return v->get<double>();
+    if (!v->is_number()) throw_bad_input(where, key, json_excerpt(*v), "a number");
+    return check_number(v->get<double>(), where, key);
   }
   std::int64_t integer(const std::string& key) const {
     const json* v = get(key, true);
-    if (!v->is_number_integer()) throw_bad_input(where, key, v->dump(), "an integer");
-    return v->get<std::int64_t>();
+    // Bounded so that world * rows and steps * params cannot overflow or ask for absurd memory.
+    return json_integer(*v, where, key, std::numeric_limits<std::int32_t>::min(), kMaxCaseInteger);
   }
   std::string text(const std::string& key, const std::string& fallback, bool required = false) const {
     const json* v = get(key, required);
     if (v == nullptr || v->is_null()) return fallback;
-    if (!v->is_string()) throw_bad_input(where, key, v->dump(), "a string");
+    if (!v->is_string()) throw_bad_input(where, key, json_excerpt(*v), "a string");
     return v->get<std::string>();
   }
 };
@@ -68,17 +74,14 @@ std::vector<float> load_matrix(const fs::path& path, const ParamSpec& p) {
 NumericsCase load_numerics_case(const std::string& dir) {
   const fs::path root(dir);
   const std::string where = (root / "case.json").string();
-  std::ifstream in(where);
-  if (!in) throw_bad_input(where, "(file)", "missing or unreadable", "a case.json in the case folder");
-  json doc;
-  try {
-    doc = json::parse(in);
-  } catch (const json::parse_error& e) {
-    throw_bad_input(where, "(document)", e.what(), "valid JSON");
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    throw_bad_input(dir, "(folder)", fs::exists(root, ec) ? "not a folder" : "missing", "a numerics case folder");
   }
-  if (!doc.is_object()) throw_bad_input(where, "(document)", doc.dump().substr(0, 40), "a JSON object");
+  const json doc = read_json_file(where, "a case.json in the case folder");
+  if (!doc.is_object()) throw_bad_input(where, "(document)", json_excerpt(doc), "a JSON object");
   for (const auto& [key, value] : doc.items()) {
-    if (kKeys.count(key) == 0) throw_bad_input(where, key, value.dump(), "no unknown keys (see DESIGN.md case.json)");
+    if (kKeys.count(key) == 0) throw_bad_input(where, key, json_excerpt(value), "no unknown keys (see DESIGN.md case.json)");
   }
   const Reader r{where, doc};
   NumericsCase c;
@@ -93,11 +96,11 @@ NumericsCase load_numerics_case(const std::string& dir) {
   }
   cfg.scope = parse_scope(scope, "scope");
   cfg.world = r.integer("world");
-  if (cfg.world < 1) throw_bad_input(where, "world", std::to_string(cfg.world), "an integer >= 1");
+  if (cfg.world < 1 || cfg.world > 65536) throw_bad_input(where, "world", std::to_string(cfg.world), "an integer in [1, 65536]");
   cfg.fraction = r.number("fraction", 0.0, true);
   if (!(cfg.fraction > 0.0 && cfg.fraction <= 1.0)) throw_bad_input(where, "fraction", doc["fraction"].dump(), "a number in (0, 1]");
   c.steps = r.integer("steps");
-  if (c.steps < 1) throw_bad_input(where, "steps", std::to_string(c.steps), "an integer >= 1");
+  if (c.steps < 1 || c.steps > 100000) throw_bad_input(where, "steps", std::to_string(c.steps), "an integer in [1, 100000]");
   cfg.lr = r.number("lr", 0.0, true);
   cfg.weight_decay = r.number("weight_decay", 0.01);
   if (doc.contains("capacity_factor") && !doc["capacity_factor"].is_null()) {
@@ -125,14 +128,14 @@ NumericsCase load_numerics_case(const std::string& dir) {
     throw_bad_input(where, "ns", ns, "polar_express, newton_schulz5 or gram");
   cfg.ns = parse_ns(ns, "ns");
   const json* params = r.get("params", true);
-  if (!params->is_array() || params->empty()) throw_bad_input(where, "params", params->dump().substr(0, 60), "a non-empty list of {name, shape}");
+  if (!params->is_array() || params->empty()) throw_bad_input(where, "params", json_excerpt(*params), "a non-empty list of {name, shape}");
   std::set<std::string> names;
   for (std::size_t i = 0; i < params->size(); ++i) {
     const json& p = (*params)[i];
     const std::string at = "params[" + std::to_string(i) + "]";
-    if (!p.is_object()) throw_bad_input(where, at, p.dump(), "an object {name, shape}");
+    if (!p.is_object()) throw_bad_input(where, at, json_excerpt(p), "an object {name, shape}");
     for (const auto& [key, value] : p.items()) {
-      if (key != "name" && key != "shape") throw_bad_input(where, at + "." + key, value.dump(), "only name and shape");
+      if (key != "name" && key != "shape") throw_bad_input(where, at + "." + key, json_excerpt(value), "only name and shape");
     }
     if (!p.contains("name") || !p["name"].is_string() || p["name"].get<std::string>().empty() ||
         p["name"].get<std::string>().find('/') != std::string::npos) {
@@ -142,8 +145,9 @@ NumericsCase load_numerics_case(const std::string& dir) {
     if (!names.insert(name).second) throw_bad_input(where, at + ".name", name, "a unique name");
     const json& shape = p.value("shape", json());
     if (!shape.is_array() || shape.size() != 2 || !shape[0].is_number_integer() || !shape[1].is_number_integer() ||
-        shape[0].get<std::int64_t>() < 1 || shape[1].get<std::int64_t>() < 1) {
-      throw_bad_input(where, at + ".shape", shape.dump(), "[rows, cols] with both >= 1 (2-D weights only)");
+        shape[0].get<std::int64_t>() < 1 || shape[1].get<std::int64_t>() < 1 ||
+        shape[0].get<std::int64_t>() > kMaxNpyDimension || shape[1].get<std::int64_t>() > kMaxNpyDimension) {
+      throw_bad_input(where, at + ".shape", json_excerpt(shape), "[rows, cols] with both in [1, 2^31] (2-D weights only)");
     }
     c.params.push_back({name, shape[0].get<std::int64_t>(), shape[1].get<std::int64_t>()});
   }
@@ -185,9 +189,7 @@ void write_numerics_outputs(const std::string& out_dir, const NumericsCase& c, c
     write_npy((fs::path(out_dir) / ("W_" + c.params[i].name + ".npy")).string(), shape, opt.weight(i));
   }
   const std::string path = (fs::path(out_dir) / "stats.json").string();
-  std::ofstream out(path);
-  out << stats_to_json(opt).dump(1) << '\n';
-  if (!out) throw IoError(path + ": write failed");
+  write_file_atomically(path, stats_to_json(opt).dump(1) + "\n");
 }
 
 }  // namespace dionsim::opt

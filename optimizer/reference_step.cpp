@@ -1,4 +1,5 @@
 #include "optimizer/reference_step.hpp"
+#include "common/resources.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -27,13 +28,10 @@ void parallel_for(std::int64_t n, int threads, const std::function<void(std::int
     return;
   }
   std::atomic<std::int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (int k = 0; k < t; ++k) {
-    pool.emplace_back([&] {
-      for (std::int64_t i = next++; i < n; i = next++) fn(i);
-    });
-  }
-  for (auto& th : pool) th.join();
+  // run_threads: an exception in a worker (bad_alloc) reaches the caller instead of terminating.
+  run_threads(t, [&](int) {
+    for (std::int64_t i = next++; i < n; i = next++) fn(i);
+  });
 }
 
 // One rank's copy of one parameter: rows [row0, row0 + rows) of the global matrix.

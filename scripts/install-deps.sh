@@ -16,6 +16,11 @@ packages=(
   python3 python3-matplotlib                        # report plots
   libopenmpi-dev openmpi-bin                        # optional MPI launch of `dionsim measure` (mpirun, srun --mpi)
 )
+# `install-deps.sh fuzz` (make fuzz): clang and its libFuzzer/sanitizer runtimes (libclang_rt.fuzzer
+# is in libclang-rt-14-dev; libfuzzer-14-dev is not needed), sqlite3 for the database seed.
+if [ "${1:-}" = "fuzz" ]; then
+  packages+=(clang-14 libclang-rt-14-dev sqlite3)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "common/files.hpp"
+#include "common/parse.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::sim {
@@ -118,10 +120,7 @@ std::vector<std::string> hardware_preset_names() {
 }
 
 std::vector<GemmAnchor> read_gemm_anchors(const std::string& csv_path) {
-  std::ifstream in(csv_path);
-  if (!in) {
-    throw IoError(csv_path + ": cannot open the anchors file");
-  }
+  std::istringstream in(read_input_file(csv_path, "a GEMM anchors CSV file", 64 << 20));
   std::vector<GemmAnchor> anchors;
   std::string line;
   int line_no = 0;
@@ -144,11 +143,9 @@ std::vector<GemmAnchor> read_gemm_anchors(const std::string& csv_path) {
     if (!(shape >> a.m >> x1 >> a.n >> x2 >> a.k) || x1 != 'x' || x2 != 'x' || a.m <= 0 || a.n <= 0 || a.k <= 0) {
       throw_bad_input(where, "shape", fields[2], "MxNxK with positive integers");
     }
-    try {
-      a.TFLOPs = std::stod(fields[6]);
-    } catch (const std::exception&) {
-      throw_bad_input(where, "value", fields[6], "a number (TFLOP/s)");
-    }
+    const std::optional<double> tflops = to_number(fields[6]);
+    if (!tflops) throw_bad_input(where, "value", fields[6], "a number (TFLOP/s)");
+    a.TFLOPs = *tflops;
     if (!(a.TFLOPs > 0.0) || trim(fields[7]) != "TFLOP/s") {
       throw_bad_input(where, "value", fields[6] + " " + fields[7], "a positive number in TFLOP/s");
     }

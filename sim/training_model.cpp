@@ -13,8 +13,10 @@ void validate(const TrainingConfig& config) {
   if (config.fwd_bwd_ms.has_value() == config.mfu.has_value()) {
     throw_bad_usage("--fwd-bwd-ms/--mfu", config.fwd_bwd_ms ? "both" : "neither", "exactly one of them");
   }
-  if (config.fwd_bwd_ms && !(*config.fwd_bwd_ms >= 0.0 && std::isfinite(*config.fwd_bwd_ms))) {
-    throw_bad_usage("--fwd-bwd-ms", std::to_string(*config.fwd_bwd_ms), "a finite number >= 0");
+  // <= 1e9 ms (11.6 days per step): simulated time is integer ns, and sums of such steps must
+  // stay far inside int64 (1e300 stored exposed_comm_ms = -9.2e12).
+  if (config.fwd_bwd_ms && !(*config.fwd_bwd_ms >= 0.0 && *config.fwd_bwd_ms <= 1e9)) {
+    throw_bad_usage("--fwd-bwd-ms", std::to_string(*config.fwd_bwd_ms), "a number in [0, 1e9]");
   }
   if (config.mfu && !(*config.mfu > 0.0 && *config.mfu <= 1.0)) {
     throw_bad_usage("--mfu", std::to_string(*config.mfu), "a fraction in (0, 1] (e.g. 0.45)");

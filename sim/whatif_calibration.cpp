@@ -6,7 +6,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
+#include "common/json_input.hpp"
+#include "common/parse.hpp"
 #include "sim/whatif.hpp"
 
 namespace dionsim::sim {
@@ -14,7 +17,7 @@ namespace dionsim::sim {
 namespace {
 
 double positive(const nlohmann::json& j, const std::string& where, const std::string& key, double max = 1e300) {
-  if (!j.is_number() || !(j.get<double>() > 0.0) || j.get<double>() > max) {
+  if (!j.is_number() || !(j.get<double>() > 0.0) || j.get<double>() > max || !number_problem(j.get<double>()).empty()) {
     throw_bad_input(where, key, j.dump(),
                     max < 1e300 ? "a number in (0, " + std::to_string(max) + "]" : "a positive number");
   }
@@ -24,12 +27,7 @@ double positive(const nlohmann::json& j, const std::string& where, const std::st
 }  // namespace
 
 KernelCalibration parse_kernel_calibration(const std::string& text, const std::string& where, const Hardware& base) {
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw_bad_input(where, "json", e.what(), "a JSON object");
-  }
+  const nlohmann::json doc = parse_json_input(text, where);
   if (!doc.is_object()) {
     throw_bad_input(where, "document", doc.type_name(), "a JSON object");
   }
@@ -111,13 +109,7 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
 }
 
 KernelCalibration load_kernel_calibration(const std::string& path, const Hardware& base) {
-  std::ifstream in(path);
-  if (!in) {
-    throw IoError(path + ": cannot open the calibration file");
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_kernel_calibration(ss.str(), path, base);
+  return parse_kernel_calibration(read_input_file(path, "a kernel calibration JSON file", 64 << 20), path, base);
 }
 
 

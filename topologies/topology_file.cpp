@@ -7,6 +7,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "common/files.hpp"
+#include "common/parse.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::topo {
@@ -27,12 +29,9 @@ std::string text_of(const toml::node& node) {
 }
 
 double number(const std::string& source, const std::string& key, const toml::node& node) {
-  if (const auto* v = node.as_floating_point()) {
-    // TOML has inf and nan; no fabric parameter is either.
-    if (!std::isfinite(v->get())) throw_bad_input(where(source, node), key, text_of(node), "a finite number");
-    return v->get();
-  }
-  if (const auto* v = node.as_integer()) return static_cast<double>(v->get());
+  // The one number rule (common/parse.hpp): TOML's inf/nan, 1e308 and 1e-320 are refused here.
+  if (const auto* v = node.as_floating_point()) return check_number(v->get(), where(source, node), key);
+  if (const auto* v = node.as_integer()) return check_number(static_cast<double>(v->get()), where(source, node), key);
   throw_bad_input(where(source, node), key, text_of(node), "a number");
 }
 
@@ -81,13 +80,18 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
   FabricSpec& s = out.spec;
   const auto positive = [&](const std::string& key, const toml::node& n, double& field, bool fraction) {
     const double v = number(source, key, n);
-    const bool ok = fraction ? (v > 0 && v <= 1) : v > 0;
-    if (!ok) throw_bad_input(where(source, n), key, text_of(n), fraction ? "a number in (0, 1]" : "a positive number");
+    // A bandwidth below 1 MB/s (1e-12 GB/s was taken for the default) or above 1 PB/s is no fabric.
+    const bool bandwidth = key.ends_with("_GBps");
+    const bool ok = fraction ? (v > 0 && v <= 1) : bandwidth ? (v >= 1e-3 && v <= 1e6) : v > 0;
+    if (!ok) {
+      throw_bad_input(where(source, n), key, text_of(n),
+                      fraction ? "a number in (0, 1]" : bandwidth ? "a positive number (a bandwidth in [0.001, 1e6] GB/s)" : "a positive number");
+    }
     field = v;
   };
   const auto nonnegative = [&](const std::string& key, const toml::node& n, double& field) {
     const double v = number(source, key, n);
-    if (!(v >= 0)) throw_bad_input(where(source, n), key, text_of(n), "a number >= 0");
+    if (!(v >= 0 && v <= 1e9)) throw_bad_input(where(source, n), key, text_of(n), "a number in [0, 1e9]");
     field = v;
   };
   for (const auto& [key, node] : seen) {
@@ -175,11 +179,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
 }
 
 TopologyFile load_topology_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open topology file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_topology(text.str(), path);
+  return parse_topology(read_input_file(path, "a topology TOML file", 16 << 20), path);
 }
 
 }  // namespace dionsim::topo

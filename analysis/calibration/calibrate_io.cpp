@@ -2,15 +2,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "analysis/measured/measurements.hpp"
+#include "common/files.hpp"
 #include "common/error.hpp"
 #include "common/format.hpp"
 
 namespace dionsim::analysis {
 
 InputKind detect_input_kind(const std::string& path) {
+  if (std::filesystem::exists(path)) require_regular_file(path, "a profiler trace or a measurement file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path + ": cannot open for reading");
   std::string head(1 << 16, '\0');

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/files.hpp"
+#include "common/json_input.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -144,25 +146,12 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
 }
 
 void write_calibration(const std::filesystem::path& path, const Calibration& calibration) {
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) throw IoError(path.string() + ": cannot open for writing");
-  out << to_json(calibration).dump(2) << "\n";
-  out.flush();
-  if (!out) throw IoError(path.string() + ": write failed");
+  // Temporary file + rename: a full disk leaves the previous calibration whole.
+  write_file_atomically(path.string(), to_json(calibration).dump(2) + "\n");
 }
 
 Calibration read_calibration(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path.string() + ": cannot open for reading");
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  json value;
-  try {
-    value = json::parse(buffer.str());
-  } catch (const json::parse_error& e) {
-    throw InputError(path.string() + ": not JSON (" + e.what() +
-                     "); expected a calibration written by dionsim calibrate");
-  }
+  const json value = read_json_file(path.string(), "a calibration written by dionsim calibrate");
   return calibration_from_json(value, path.string());
 }
 

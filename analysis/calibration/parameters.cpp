@@ -112,8 +112,9 @@ std::string number(double v) {
   return buf;
 }
 
+// At most 7 digits: a world size, and std::stoll in a2a_algbw cannot overflow (issue 18).
 bool all_digits(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return !s.empty() && s.size() <= 7 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace

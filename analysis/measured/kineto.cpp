@@ -12,6 +12,7 @@
 
 #include "analysis/measured/kineto_io.hpp"
 #include "common/error.hpp"
+#include "common/json_input.hpp"
 
 namespace dionsim::analysis {
 
@@ -32,7 +33,10 @@ bool starts_with(std::string_view text, std::string_view prefix) { return text.s
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
 
 // Kineto writes ts/dur in µs as numbers with three decimals; integer ns keeps them exact.
-std::int64_t micros_to_ns(const json& value) { return std::llround(value.get<double>() * 1000.0); }
+// |value| < 9e15 µs keeps the product inside int64 ns (an epoch timestamp is ~1.7e15 µs).
+std::int64_t micros_to_ns(const json& value) {
+  return std::llround(value.get<double>() * 1000.0);
+}
 
 // Sorted intervals answering "does any interval contain t?" in O(log n), nesting allowed.
 class IntervalSet {
@@ -212,13 +216,18 @@ std::int64_t union_length_ns(std::vector<std::pair<std::int64_t, std::int64_t>> 
   return total;
 }
 
-KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& source) {
+namespace {
+
+// The reader proper; `at_event` says which event it is looking at, so that a JSON value of the
+// wrong type anywhere (nlohmann's type_error) is reported with the file and the event.
+KinetoTrace parse_kineto_events(const std::string& json_text, const std::string& source, std::int64_t& at_event) {
+  // Epoch timestamps in µs exceed 1e15: only finiteness is required of the numbers here; the
+  // conversion to integer ns checks its own range.
   json root;
   try {
-    root = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": not a JSON trace (" + e.what() +
-                     "); expected PyTorch-profiler Chrome-trace JSON, optionally gzipped");
+    root = parse_json_input(json_text, source, /*allow_large=*/true);
+  } catch (const InputError& e) {
+    throw InputError(source + ": not a JSON trace (" + e.what() + "); expected PyTorch-profiler Chrome-trace JSON, optionally gzipped");
   }
   const json* events = nullptr;
   if (root.is_object()) {
@@ -244,6 +253,7 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
   std::vector<std::int64_t> kernel_external_ids;
 
   for (std::size_t i = 0; i < events->size(); ++i) {
+    at_event = static_cast<std::int64_t>(i);
     const json& e = (*events)[i];
     if (!e.is_object()) {
       bad_event(source, i, "got a JSON " + std::string(e.type_name()) + ", expected an event object");
@@ -258,6 +268,10 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
     const auto dur = e.find("dur");
     if (ts == e.end() || !ts->is_number() || dur == e.end() || !dur->is_number()) {
       bad_event(source, i, "complete event '" + name + "' without numeric ts and dur");
+    }
+    if (!(std::fabs(ts->get<double>()) < 9e15) || !(dur->get<double>() >= 0 && dur->get<double>() < 9e15)) {
+      bad_event(source, i, "complete event '" + name + "': ts " + json_excerpt(*ts) + ", dur " + json_excerpt(*dur) +
+                               " µs, expected |ts| < 9e15 and 0 <= dur < 9e15");
     }
     const std::int64_t start = micros_to_ns(*ts);
     const std::int64_t length = micros_to_ns(*dur);
@@ -373,6 +387,7 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
   std::sort(trace.kernels.begin(), trace.kernels.end(),
             [](const KernelEvent& a, const KernelEvent& b) { return a.start_ns < b.start_ns; });
 
+  at_event = -1;
   // Which rank and device this file is.
   int lowest_device = INT32_MAX;
   for (const auto& k : trace.kernels) lowest_device = std::min(lowest_device, k.device);
@@ -389,6 +404,19 @@ KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& 
     }
   }
   return trace;
+}
+
+}  // namespace
+
+KinetoTrace parse_kineto_trace(const std::string& json_text, const std::string& source) {
+  std::int64_t at_event = -1;
+  try {
+    return parse_kineto_events(json_text, source, at_event);
+  } catch (const json::exception& e) {
+    throw InputError(source + ": " + (at_event >= 0 ? "traceEvents[" + std::to_string(at_event) + "]" : std::string("(trace)")) +
+                     ": a value of the wrong JSON type (" + e.what() +
+                     "); expected PyTorch-profiler Chrome-trace JSON");
+  }
 }
 
 KinetoTrace read_kineto_trace(const std::filesystem::path& path) {

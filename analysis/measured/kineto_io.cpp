@@ -6,6 +6,7 @@
 #include <iterator>
 #include <limits>
 
+#include "common/files.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -19,7 +20,7 @@ bool has_gzip_magic(const std::string& bytes) {
 
 }  // namespace
 
-std::string gunzip(const std::string& compressed, const std::string& where) {
+std::string gunzip(const std::string& compressed, const std::string& where, std::size_t max_bytes) {
   z_stream stream{};
   // 16 + MAX_WBITS: expect a gzip header and trailer (CRC and length are checked by zlib).
   if (inflateInit2(&stream, 16 + MAX_WBITS) != Z_OK) {
@@ -38,6 +39,12 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
     stream.avail_out = static_cast<uInt>(chunk.size());
     status = inflate(&stream, Z_NO_FLUSH);
     const std::size_t produced = chunk.size() - stream.avail_out;
+    if (out.size() + produced > max_bytes) {
+      inflateEnd(&stream);
+      // A 1 MB file can inflate to 1 GiB: stop at the same limit as an uncompressed input.
+      throw InputError(where + ": inflates to more than " + std::to_string(max_bytes) +
+                       " bytes; expected a trace of at most that size");
+    }
     out.append(chunk.data(), produced);
     consumed += offered - stream.avail_in;
     if (status == Z_STREAM_END) {
@@ -67,14 +74,7 @@ std::string gunzip(const std::string& compressed, const std::string& where) {
 }
 
 std::string read_maybe_gzipped(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(path.string() + ": cannot open for reading");
-  }
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) {
-    throw IoError(path.string() + ": read error");
-  }
+  const std::string bytes = read_input_file(path.string(), "a profiler trace (JSON, optionally gzipped)");
   return has_gzip_magic(bytes) ? gunzip(bytes, path.string()) : bytes;
 }
 

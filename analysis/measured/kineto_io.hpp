@@ -11,6 +11,7 @@ namespace dionsim::analysis {
 [[nodiscard]] std::string read_maybe_gzipped(const std::filesystem::path& path);
 
 // Inflates a gzip (or concatenated multi-member gzip) buffer; `where` names the source in errors.
-[[nodiscard]] std::string gunzip(const std::string& compressed, const std::string& where);
+[[nodiscard]] std::string gunzip(const std::string& compressed, const std::string& where, std::size_t max_bytes = std::size_t{1} << 30);
+// (max_bytes: the inflated size refused beyond, InputError; a 1 MB file can inflate to 1 GiB.)
 
 }  // namespace dionsim::analysis

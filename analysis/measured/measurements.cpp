@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.hpp"
+#include "common/parse.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -15,11 +17,7 @@ namespace dionsim::analysis {
 namespace {
 
 std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw IoError(path.string() + ": cannot open for reading");
-  }
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return read_input_file(path.string(), "a measurement file");
 }
 
 std::string lower(std::string_view text) {
@@ -94,12 +92,9 @@ class Fields {
   }
   [[nodiscard]] double number(const std::string& column) const {
     const std::string t = text(column);
-    double value = 0;
-    const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || !std::isfinite(value)) {
-      throw_bad_input(where_, column, t, "a number");
-    }
-    return value;
+    const std::optional<double> value = to_number(t);  // the one number rule (common/parse.hpp)
+    if (!value) throw_bad_input(where_, column, t, "a number");
+    return *value;
   }
   [[nodiscard]] std::int64_t integer(const std::string& column, std::int64_t min_value) const {
     const std::string t = text(column);
@@ -215,12 +210,9 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       NcclTestsRow row;
       row.line = number;
       auto number_at = [&](std::size_t i, const char* column) {
-        double v = 0;
-        const auto [ptr, ec] = std::from_chars(t[i].data(), t[i].data() + t[i].size(), v);
-        if (ec != std::errc() || ptr != t[i].data() + t[i].size() || !std::isfinite(v) || v < 0) {
-          throw_bad_input(where, column, t[i], "a non-negative number");
-        }
-        return v;
+        const std::optional<double> v = to_number(t[i]);  // the one number rule (common/parse.hpp)
+        if (!v || *v < 0) throw_bad_input(where, column, t[i], "a non-negative number of at most 1e15");
+        return *v;
       };
       row.bytes = static_cast<std::int64_t>(number_at(0, "size"));
       row.count = static_cast<std::int64_t>(number_at(1, "count"));

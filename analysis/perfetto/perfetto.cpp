@@ -1,5 +1,7 @@
 #include "analysis/perfetto/perfetto.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -20,9 +22,15 @@ std::string format_ps_as_us(std::int64_t ps) {
   return out;
 }
 
-TraceWriter::TraceWriter(const std::filesystem::path& path) : path_(path), out_(path, std::ios::trunc) {
+TraceWriter::TraceWriter(const std::filesystem::path& path)
+    : path_(path),
+      temporary_(path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()))),
+      out_(temporary_, std::ios::trunc) {
+  if (std::filesystem::is_directory(path)) {
+    throw IoError(path.string() + ": is a directory, expected a trace file name");
+  }
   if (!out_) {
-    throw IoError(path.string() + ": cannot open for writing");
+    throw IoError(path.string() + ": cannot open a temporary file beside it for writing");
   }
   out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
 }
@@ -81,10 +89,18 @@ void TraceWriter::close() {
   closed_ = true;
   out_ << "\n]}\n";
   out_.flush();
+  std::error_code ec;
   if (!out_) {
-    throw IoError(path_.string() + ": write failed");
+    out_.close();
+    std::filesystem::remove(temporary_, ec);
+    throw IoError(path_.string() + ": write failed (disk full?); no trace written");
   }
   out_.close();
+  std::filesystem::rename(temporary_, path_, ec);
+  if (ec) {
+    std::filesystem::remove(temporary_, ec);
+    throw IoError(path_.string() + ": cannot move the written trace into place");
+  }
 }
 
 std::vector<NestingViolation> nesting_violations(const json& trace) {

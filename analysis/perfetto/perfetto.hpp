@@ -45,6 +45,7 @@ class TraceWriter {
  private:
   void begin_event();
   std::filesystem::path path_;
+  std::filesystem::path temporary_;  // written here, renamed to path_ by close(): never a partial file
   std::ofstream out_;
   std::int64_t events_ = 0;
   bool closed_ = false;

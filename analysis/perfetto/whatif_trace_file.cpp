@@ -3,12 +3,13 @@
 #include <filesystem>
 
 #include "analysis/perfetto/perfetto.hpp"
+#include "common/files.hpp"
 #include "sim/whatif_trace.hpp"
 
 namespace dionsim::analysis {
 
 void write_whatif_trace(const sim::WhatifResult& r, const std::string& dir, const std::string& ranks_spec) {
-  std::filesystem::create_directories(dir);
+  require_output_folder(dir, "--trace-out");
   TraceWriter out(std::filesystem::path(dir) / sim::trace_file_name(r.config));
   const auto events = sim::trace_events(r);
   for (auto rank : sim::trace_ranks(ranks_spec, r.config.world())) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <string_view>
 
+#include "common/json_input.hpp"
 #include "common/error.hpp"
 #include "optimizer/deferral_json.hpp"
 #include "optimizer/plan_json.hpp"
@@ -69,13 +70,7 @@ void add_plan_metrics(RunRecord& record, const opt::Plan& plan) {
 
 nlohmann::json step_config_json(const opt::NumericsCase& c) {
   const std::string where = (std::filesystem::path(c.dir) / "case.json").string();
-  std::ifstream in(where);
-  nlohmann::json case_json;
-  try {
-    case_json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw_bad_input(where, "(file)", e.what(), "the case.json that was just loaded");
-  }
+  const nlohmann::json case_json = read_json_file(where, "the case.json that was just loaded");
   // One hash per array, then the hash of their concatenation: no copy of the arrays.
   std::string digests;
   for (const auto& w : c.initial) digests += sha256_hex(float_bytes(w));

@@ -8,6 +8,8 @@
 
 #include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
+#include "common/files.hpp"
+#include "common/json_input.hpp"
 #include "optimizer/plan_json.hpp"
 #include "sim/kernel_model.hpp"
 
@@ -26,7 +28,14 @@ sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardwar
                                    const Note& note) {
   std::map<std::string, double> values;
   for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
-  auto cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  // Errors name the file (or stored name) the user gave, then the calibration's own name: the
+  // name alone is the file it was fitted from, which the user may never have seen.
+  sim::KernelCalibration cal;
+  try {
+    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+  } catch (const InputError& e) {
+    throw InputError(path + ": calibration '" + fitted.name + "': " + e.what());
+  }
   for (const auto& name : cal.unused_parameters) note(path + ": " + name + " is not used by whatif");
   return cal;
 }
@@ -86,9 +95,7 @@ std::optional<Calibration> stored_calibration(const Database* db, const std::str
 sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw, const Database* db,
                                                const std::string& db_label, const Note& note) {
   if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note);
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open the calibration file");
-  const auto doc = nlohmann::json::parse(in, nullptr, false);
+  const auto doc = parse_json_input(read_input_file(path, "a calibration JSON file", 64 << 20), path);
   if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
   return from_fitted(read_calibration(path), hw, path, note);  // strict: other versions, unknown keys
 }

@@ -17,6 +17,7 @@
 #include "analysis/store/store_schema_internal.hpp"
 #include "analysis/store/store_sqlite.hpp"
 #include "common/error.hpp"
+#include "common/json_input.hpp"
 
 namespace dionsim::analysis {
 
@@ -68,22 +69,51 @@ struct Identity {
   std::int64_t version = 0;
   std::string tables;  // first few table names, comma-separated
   int table_count = 0;
-  std::string check;  // PRAGMA quick_check's first line: "ok" when intact
+  std::string check;  // PRAGMA integrity_check's first line: "ok" when intact
+  std::vector<std::string> all_tables;
 };
+
+// file: URI of `path` with immutable=1: SQLite then takes no locks and creates no -wal or -shm
+// beside the file, so looking at a file that is then refused leaves the folder as it was.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      uri += buf;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+// The tables each schema version has (store_schema.cpp's migrations); a file whose ids say
+// dionsim but whose tables are missing is damaged and is refused before anything is written.
+std::vector<std::string> tables_of_version(std::int64_t version) {
+  std::vector<std::string> t{"runs", "metrics", "phases", "collectives", "deferral"};
+  if (version >= 2) t.insert(t.end(), {"kernel_timings", "calibrations"});
+  if (version >= 3) t.emplace_back("gradient_row_stats");
+  return t;
+}
 
 // Reads the identity of an existing SQLite file through a read-only connection (nothing can be
 // written through it). SQLite errors here mean the file is damaged: they are reported as such.
 Identity read_identity(const std::string& path) {
   Identity id;
-  const sqlite::Connection probe(path, SQLITE_OPEN_READONLY);
+  const sqlite::Connection probe(immutable_uri(path), SQLITE_OPEN_READONLY | SQLITE_OPEN_URI);
   sqlite3_busy_timeout(probe.handle(), kBusyTimeoutMs);
   try {
     id.application_id = probe.query_int("PRAGMA application_id");
     id.version = probe.query_int("PRAGMA user_version");
     sqlite::Statement list(probe, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name LIMIT 6");
     while (list.step()) id.tables.append(id.table_count++ == 0 ? "" : ", ").append(list.column_text(0));
-    // A damaged page anywhere fails here, before any write. Cost: one pass over the file.
-    id.check = probe.query_text("PRAGMA quick_check(1)").value_or("no answer");
+    sqlite::Statement all(probe, "SELECT name FROM sqlite_schema WHERE type = 'table'");
+    while (all.step()) id.all_tables.emplace_back(all.column_text(0));
+    // A damaged page or index anywhere fails here, before any write (quick_check passes files
+    // whose indexes disagree with their tables). Cost: one pass over the file.
+    id.check = probe.query_text("PRAGMA integrity_check(1)").value_or("no answer");
   } catch (const IoError&) {
     throw IoError(path + ": the file is damaged (SQLite: " + sqlite3_errmsg(probe.handle()) +
                   "), expected an intact dionsim results database");
@@ -114,6 +144,13 @@ int check_identity(const std::string& path) {
   if (id.version < 1) {
     throw IoError(describe_bad_value(path, "schema version (PRAGMA user_version)", std::to_string(id.version),
                                      "1 to " + std::to_string(latest) + " — the dionsim database is damaged"));
+  }
+  for (const std::string& table : tables_of_version(id.version)) {
+    if (std::find(id.all_tables.begin(), id.all_tables.end(), table) == id.all_tables.end()) {
+      throw IoError(describe_bad_value(path, "table " + table, "missing",
+                                       "the tables of schema version " + std::to_string(id.version) +
+                                           " — the dionsim database is damaged; nothing was changed"));
+    }
   }
   if (id.check != "ok") {
     throw IoError(path + ": the file is damaged (SQLite integrity check: " + id.check +
@@ -224,9 +261,9 @@ RunStatus parse_status(const std::string& text) { return text == "ok" ? RunStatu
 nlohmann::json parse_stored_json(const sqlite::Connection& connection, const std::string& text,
                                  std::string_view column) {
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(connection.path() + ": " + std::string(column) + ": stored JSON does not parse (" + e.what() + ")");
+    return parse_json_input(text, connection.path() + ": " + std::string(column), /*allow_large=*/true);
+  } catch (const InputError& e) {
+    throw IoError(std::string(e.what()) + " (stored JSON)");
   }
 }
 
@@ -343,6 +380,14 @@ std::int64_t Database::store(const RunRecord& record, OnExisting on_existing) {
 
   const sqlite::Connection& db = impl_->connection;
   sqlite::Transaction transaction(db);
+  if (on_existing == OnExisting::skip) {
+    // Under the write lock (BEGIN IMMEDIATE): a concurrent identical sweep either committed its
+    // run before this check or waits for this transaction; never both store.
+    sqlite::Statement stored(db,
+                             "SELECT EXISTS (SELECT 1 FROM runs WHERE kind = ?1 AND config_hash = ?2 AND status = 'ok')");
+    stored.bind(1, std::string_view(record.kind)).bind(2, std::string_view(hash));
+    if (stored.step() && stored.column_int(0) != 0) return 0;  // the transaction rolls back: nothing written
+  }
   if (on_existing == OnExisting::replace) {
     // ON DELETE CASCADE removes the replaced runs' rows in the same transaction.
     sqlite::Statement erase(db, "DELETE FROM runs WHERE kind = ?1 AND config_hash = ?2");

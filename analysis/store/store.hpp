@@ -11,7 +11,9 @@
 //
 // Guarantees: a run is stored whole or not at all (one IMMEDIATE transaction, WAL journal); several
 // processes may write to one file at once (they queue on a busy timeout); a file that is not a
-// dionsim database, is damaged, or comes from a newer schema is refused before anything is written.
+// dionsim database, is damaged (PRAGMA integrity_check), or comes from a newer schema is refused
+// before anything is written and without creating files beside it (no -wal, no -shm); with
+// OnExisting::skip the "already stored?" check runs inside the write transaction.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -33,6 +35,8 @@ enum class RunStatus { ok, failed };
 enum class OnExisting {
   keep,     // add this run beside any stored run of the same kind and config
   replace,  // delete stored runs of the same kind and config_hash (all their rows) first — --force
+  skip,     // store nothing (return 0) when an ok run of the same kind and config_hash is stored;
+            // checked inside the write transaction, so identical sweeps run at once store one run
 };
 enum class Access { read_write, read_only };
 

@@ -140,3 +140,43 @@ TEST_CASE("two processes writing to one new database at once both succeed", "[an
                     std::to_string(kMetricsPerRun) + ")") == 0);
   CHECK(raw.text("PRAGMA integrity_check") == "ok");
 }
+
+TEST_CASE("two identical sweeps started at once store one run per configuration", "[analysis][store]") {
+  // Issue 18: both pass the "already stored?" look before either stores; OnExisting::skip repeats
+  // that check inside the write transaction, so exactly one run per configuration is stored.
+  const TempDir dir;
+  const std::string path = dir.file("same.db");
+  constexpr int kRuns = 30;
+  int gate[2];
+  REQUIRE(pipe(gate) == 0);
+  pid_t children[2];
+  for (int w = 0; w < 2; ++w) {
+    children[w] = fork();
+    REQUIRE(children[w] >= 0);
+    if (children[w] == 0) {
+      close(gate[1]);
+      char byte = 0;
+      (void)!read(gate[0], &byte, 1);
+      try {
+        auto db = Database::open(path);
+        for (int i = 0; i < kRuns; ++i) (void)db.store(small_run("whatif", i, 200), OnExisting::skip);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+        _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  close(gate[0]);
+  close(gate[1]);
+  for (const pid_t child : children) {
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child);
+    REQUIRE(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  auto db = Database::open(path);
+  CHECK(db.find_runs({.kind = "whatif"}).size() == kRuns);
+  CHECK(db.store(small_run("whatif", 0, 1), OnExisting::skip) == 0);  // stored already: nothing added
+  CHECK(db.find_runs({.kind = "whatif"}).size() == kRuns);
+}
