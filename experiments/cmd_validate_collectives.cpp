@@ -1,5 +1,5 @@
 // dionsim validate-collectives: every row of the published nccl-tests CSV predicted from the
-// cluster's nominal description (sim/published_collectives.hpp), with the error per row and per
+// cluster's nominal description (analysis/calibration/published_collectives.hpp), with the error per row and per
 // size regime beside NCCL's own tuning model (all-to-all: the old closed form). Nothing is fitted.
 #include <cmath>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
-#include "sim/published_collectives.hpp"
+#include "analysis/calibration/published_collectives.hpp"
 
 namespace dionsim::cli {
 
@@ -33,12 +33,12 @@ int run_validate_collectives(std::span<const std::string> args) {
   const auto& vm = cmd.vm();
   if (cmd.has("mapping")) {
     std::printf("%-14s %-8s %s\n", "gpu contains", "nic has", "preset");
-    for (const auto& e : sim::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
+    for (const auto& e : analysis::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
     return 0;
   }
-  const auto rows = sim::read_published_rows(vm["csv"].as<std::string>());
-  const auto predictions = sim::predict_published(rows);
-  const auto summary = sim::summarize(predictions);
+  const auto rows = analysis::read_published_rows(vm["csv"].as<std::string>());
+  const auto predictions = analysis::predict_published(rows);
+  const auto summary = analysis::summarize(predictions);
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();
 
@@ -48,7 +48,7 @@ int run_validate_collectives(std::span<const std::string> args) {
       nlohmann::json j = {{"line", p.row->line}, {"gpu", p.row->gpu}, {"preset", p.preset},
                           {"collective", p.row->collective}, {"nodes", p.row->nodes},
                           {"gpus_per_node", p.row->gpus_per_node}, {"size_bytes", p.row->size_bytes},
-                          {"measured_us", p.row->time_us}, {"regime", sim::to_string(sim::regime_of(p.row->size_bytes))}};
+                          {"measured_us", p.row->time_us}, {"regime", analysis::to_string(analysis::regime_of(p.row->size_bytes))}};
       if (!p.skipped.empty()) {
         j["skipped"] = p.skipped;
       } else {
@@ -59,7 +59,7 @@ int run_validate_collectives(std::span<const std::string> args) {
       out["rows"].push_back(j);
     }
     for (const auto& s : summary) {
-      out["regimes"].push_back({{"regime", sim::to_string(s.regime)}, {"rows", s.rows},
+      out["regimes"].push_back({{"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
                                 {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
                                 {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
                                 {"dionsim_median_abs_err", s.dionsim_median_abs_err},
@@ -90,7 +90,7 @@ int run_validate_collectives(std::span<const std::string> args) {
   std::printf("%-24s %6s %18s %18s %16s %16s\n", "regime", "rows", "dionsim in goal %", "baseline in goal %",
               "dionsim med |e|", "baseline med |e|");
   for (const auto& s : summary) {
-    std::printf("%-24s %6d %18.1f %18.1f %16.3f %16.3f\n", sim::to_string(s.regime), s.rows,
+    std::printf("%-24s %6d %18.1f %18.1f %16.3f %16.3f\n", analysis::to_string(s.regime), s.rows,
                 pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.dionsim_median_abs_err,
                 s.baseline_median_abs_err);
   }

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
 
 namespace dionsim::analysis {
 
@@ -40,27 +42,12 @@ std::vector<std::string> split_csv(const std::string& line) {
   return out;
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
-
-// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent.
-std::string env_value(const std::string& env, const std::string& key) {
-  const auto at = env.find(key + "=");
-  if (at == std::string::npos) return {};
-  const auto from = at + key.size() + 1;
-  const auto to = env.find_first_of(" ;\t", from);
-  return env.substr(from, to == std::string::npos ? std::string::npos : to - from);
-}
-
 }  // namespace
 
 std::vector<PublishedRow> read_published_rows(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path + ": cannot open the published nccl-tests CSV");
+  // A regular file, read whole with the inputs' size cap (common/files.hpp): a FIFO or a device
+  // is refused by name instead of blocking.
+  std::istringstream in(read_input_file(path, "the published nccl-tests CSV"));
   std::string line;
   if (!std::getline(in, line)) throw_bad_input(path, "header", "an empty file", "the measurements.csv header");
   const auto header = split_csv(line);

@@ -1,7 +1,7 @@
 #pragma once
 // Published nccl-tests output (../shared/data/nccl-published/measurements.csv): one row per
 // printed line and placement, with the cluster as its source describes it. Read by
-// `validate-collectives` (sim/published_collectives.hpp predicts the rows).
+// `validate-collectives` (analysis/calibration/published_collectives.hpp predicts the rows).
 #include <cstdint>
 #include <string>
 #include <vector>

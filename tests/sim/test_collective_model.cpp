@@ -8,12 +8,13 @@
 #include "common/error.hpp"
 #include "sim/collective_model.hpp"
 #include "sim/nccl_tuning.hpp"
-#include "sim/published_collectives.hpp"
+#include "analysis/calibration/published_collectives.hpp"
 #include "sim/step_collectives.hpp"
 #include "topologies/topology.hpp"
 
 using namespace dionsim;
 using namespace dionsim::sim;
+using namespace dionsim::analysis;  // the published-rows validation
 using Catch::Detail::Approx;
 
 namespace {

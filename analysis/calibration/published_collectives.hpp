@@ -6,7 +6,8 @@
 // NCCL's own tuning model (all-to-all, which NCCL's model does not cover: by the closed form
 // `whatif` used before this model, max(intra, inter) + latency). Nothing is fitted to the rows.
 //
-// (The CSV reader is analysis/measured/nccl_published.hpp.)
+// (The CSV reader is analysis/measured/nccl_published.hpp; the model is sim/collective_model.hpp. This
+// validation sits with the calibration, above sim/, so that the simulator needs no reader of measured data.)
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -14,10 +15,7 @@
 
 #include "analysis/measured/nccl_published.hpp"
 
-namespace dionsim::sim {
-
-using analysis::PublishedRow;
-using analysis::read_published_rows;
+namespace dionsim::analysis {
 
 // The committed cluster -> preset table: the first entry whose `gpu` text occurs in the row's
 // gpu column (and whose `nic` text, when set, in its nic column) names the preset.
@@ -59,4 +57,4 @@ struct RegimeSummary {
 };
 [[nodiscard]] std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictions);
 
-}  // namespace dionsim::sim
+}  // namespace dionsim::analysis

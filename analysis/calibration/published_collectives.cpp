@@ -1,4 +1,4 @@
-#include "sim/published_collectives.hpp"
+#include "analysis/calibration/published_collectives.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -11,7 +11,9 @@
 #include "sim/step_collectives.hpp"
 #include "topologies/topology.hpp"
 
-namespace dionsim::sim {
+namespace dionsim::analysis {
+
+using namespace dionsim::sim;  // the collective model and its fabric
 
 namespace {
 
@@ -156,4 +158,4 @@ std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictio
   return out;
 }
 
-}  // namespace dionsim::sim
+}  // namespace dionsim::analysis
