@@ -271,7 +271,7 @@ TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   fails_with("nvlink_GBps = 450\nnic_GBps = 50\n", "t.toml: gpus_per_host: got '(missing)', expected an integer >= 1");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = inf\n", "t.toml:2: nic_GBps: got 'inf', expected a finite number");
   fails_with("base = \"h200-ndr400\"\nnvlink_GBps = nan\n", "t.toml:2: nvlink_GBps: got 'nan', expected a finite number");
-  fails_with("base = \"h200-ndr400\"\nnic_latency_us = -1\n", "t.toml:2: nic_latency_us: got '-1', expected a number >= 0");
+  fails_with("base = \"h200-ndr400\"\nnic_latency_us = -1\n", "t.toml:2: nic_latency_us: got '-1', expected a number in [0, 1e9]");
   fails_with("base = \"gb200-nvl72\"\ngpus_per_nvlink_domain = 2\n",
              "t.toml:2: gpus_per_nvlink_domain: got '2', expected a multiple of gpus_per_host (4) and no smaller");
   fails_with("base = \"h200-ndr400\"\ngpus_per_host = 16\ngpus_per_nvlink_domain = 8\n",
