@@ -8,38 +8,9 @@
 
 #include "common/error.hpp"
 #include "sim/kernel_model.hpp"
+#include "topologies/toml_values.hpp"
 
 namespace dionsim::sim {
-namespace {
-
-std::string at(const std::string& source, const toml::node& node) {
-  return source + ":" + std::to_string(node.source().begin.line);
-}
-
-std::string text_of(const toml::node& node) {
-  std::ostringstream s;
-  if (const auto* str = node.as_string()) {
-    s << str->get();
-  } else {
-    node.visit([&s](const auto& v) { s << v; });
-  }
-  return s.str();
-}
-
-double number(const std::string& source, const std::string& key, const toml::node& node) {
-  double v = 0.0;
-  if (const auto* f = node.as_floating_point()) {
-    v = f->get();
-  } else if (const auto* i = node.as_integer()) {
-    v = static_cast<double>(i->get());
-  } else {
-    throw_bad_input(at(source, node), key, text_of(node), "a number");
-  }
-  if (!std::isfinite(v)) throw_bad_input(at(source, node), key, text_of(node), "a finite number");
-  return v;
-}
-
-}  // namespace
 
 Hardware parse_hardware(const std::string& text, const std::string& source) {
   toml::table root;
@@ -57,7 +28,7 @@ Hardware parse_hardware(const std::string& text, const std::string& source) {
       if (name == nullptr) throw UsageError("not a string");
       hw = hardware_preset(name->get(), "base");
     } catch (const UsageError&) {
-      throw_bad_input(at(source, n), "base", text_of(n), "one of " + hardware_preset_list());
+      throw_bad_input(topo::toml_where(source, n), "base", topo::toml_text(n), "one of " + hardware_preset_list());
     }
   } else {
     // The two parameters no datasheet gives: the H200's measured values (kernel_model.cpp).
@@ -71,20 +42,20 @@ Hardware parse_hardware(const std::string& text, const std::string& source) {
     given.insert(key);
     // A value is checked where it is read, so that the error has its line.
     const auto positive = [&](double& field) {
-      const double v = number(source, key, n);
-      if (!(v > 0.0)) throw_bad_input(at(source, n), key, text_of(n), "a positive number");
+      const double v = topo::toml_number(source, key, n);
+      if (!(v > 0.0)) throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n), "a positive number");
       field = v;
     };
     const auto nonnegative = [&](double& field) {
-      const double v = number(source, key, n);
-      if (!(v >= 0.0)) throw_bad_input(at(source, n), key, text_of(n), "a number >= 0");
+      const double v = topo::toml_number(source, key, n);
+      if (!(v >= 0.0)) throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n), "a number >= 0");
       field = v;
     };
     if (key == "base") {
       continue;
     } else if (key == "name") {
       const auto* v = n.as_string();
-      if (v == nullptr || v->get().empty()) throw_bad_input(at(source, n), key, text_of(n), "a non-empty string");
+      if (v == nullptr || v->get().empty()) throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n), "a non-empty string");
       hw.name = v->get();
     } else if (key == "peak_bf16_TFLOPs") {
       positive(hw.peak_bf16_TFLOPs);
@@ -93,8 +64,8 @@ Hardware parse_hardware(const std::string& text, const std::string& source) {
     } else if (key == "hbm_GB") {
       positive(hw.hbm_GB);
     } else if (key == "hbm_efficiency") {
-      const double v = number(source, key, n);
-      if (!(v > 0.0 && v <= 1.0)) throw_bad_input(at(source, n), key, text_of(n), "a number in (0, 1]");
+      const double v = topo::toml_number(source, key, n);
+      if (!(v > 0.0 && v <= 1.0)) throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n), "a number in (0, 1]");
       hw.hbm_efficiency = v;
     } else if (key == "launch_gap_us") {
       nonnegative(hw.launch_gap_us);
@@ -105,11 +76,11 @@ Hardware parse_hardware(const std::string& text, const std::string& source) {
     } else if (key == "nvlink_generation") {
       const auto* v = n.as_integer();
       if (v == nullptr || v->get() < 0 || v->get() > 9) {
-        throw_bad_input(at(source, n), key, text_of(n), "0 (none) or an integer in [1, 9]");
+        throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n), "0 (none) or an integer in [1, 9]");
       }
       hw.nvlink_generation = static_cast<int>(v->get());
     } else {
-      throw_bad_input(at(source, n), key, text_of(n),
+      throw_bad_input(topo::toml_where(source, n), key, topo::toml_text(n),
                       "no such key (known: base, name, peak_bf16_TFLOPs, hbm_GBps, hbm_GB, hbm_efficiency, "
                       "launch_gap_us, nvlink_generation, nvlink_GBps, power_W)");
     }

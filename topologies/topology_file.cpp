@@ -10,41 +10,21 @@
 #include "common/files.hpp"
 #include "common/parse.hpp"
 #include "common/error.hpp"
+#include "topologies/toml_values.hpp"
 
 namespace dionsim::topo {
 namespace {
-
-std::string where(const std::string& source, const toml::node& node) {
-  return source + ":" + std::to_string(node.source().begin.line);
-}
-
-std::string text_of(const toml::node& node) {
-  std::ostringstream s;
-  if (const auto* str = node.as_string()) {
-    s << str->get();
-  } else {
-    node.visit([&s](const auto& v) { s << v; });
-  }
-  return s.str();
-}
-
-double number(const std::string& source, const std::string& key, const toml::node& node) {
-  // The one number rule (common/parse.hpp): TOML's inf/nan, 1e308 and 1e-320 are refused here.
-  if (const auto* v = node.as_floating_point()) return check_number(v->get(), where(source, node), key);
-  if (const auto* v = node.as_integer()) return check_number(static_cast<double>(v->get()), where(source, node), key);
-  throw_bad_input(where(source, node), key, text_of(node), "a number");
-}
 
 int integer(const std::string& source, const std::string& key, const toml::node& node) {
   if (const auto* v = node.as_integer(); v != nullptr && v->get() >= 1 && v->get() <= 1'000'000) {
     return static_cast<int>(v->get());
   }
-  throw_bad_input(where(source, node), key, text_of(node), "an integer >= 1");
+  throw_bad_input(toml_where(source, node), key, toml_text(node), "an integer >= 1");
 }
 
 std::string string(const std::string& source, const std::string& key, const toml::node& node) {
   if (const auto* v = node.as_string()) return v->get();
-  throw_bad_input(where(source, node), key, text_of(node), "a string");
+  throw_bad_input(toml_where(source, node), key, toml_text(node), "a string");
 }
 
 }  // namespace
@@ -68,7 +48,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     } catch (const UsageError&) {
       std::string known;
       for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-      throw_bad_input(where(source, *base), "base", name, "one of " + known);
+      throw_bad_input(toml_where(source, *base), "base", name, "one of " + known);
     }
   }
   out.spec.name = source;
@@ -79,19 +59,19 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
   // Every key with what it sets; a value is checked where it is read so the error has its line.
   FabricSpec& s = out.spec;
   const auto positive = [&](const std::string& key, const toml::node& n, double& field, bool fraction) {
-    const double v = number(source, key, n);
+    const double v = toml_number(source, key, n);
     // A bandwidth below 1 MB/s (1e-12 GB/s was taken for the default) or above 1 PB/s is no fabric.
     const bool bandwidth = key.ends_with("_GBps");
     const bool ok = fraction ? (v > 0 && v <= 1) : bandwidth ? (v >= 1e-3 && v <= 1e6) : v > 0;
     if (!ok) {
-      throw_bad_input(where(source, n), key, text_of(n),
+      throw_bad_input(toml_where(source, n), key, toml_text(n),
                       fraction ? "a number in (0, 1]" : bandwidth ? "a positive number (a bandwidth in [0.001, 1e6] GB/s)" : "a positive number");
     }
     field = v;
   };
   const auto nonnegative = [&](const std::string& key, const toml::node& n, double& field) {
-    const double v = number(source, key, n);
-    if (!(v >= 0 && v <= 1e9)) throw_bad_input(where(source, n), key, text_of(n), "a number in [0, 1e9]");
+    const double v = toml_number(source, key, n);
+    if (!(v >= 0 && v <= 1e9)) throw_bad_input(toml_where(source, n), key, toml_text(n), "a number in [0, 1e9]");
     field = v;
   };
   for (const auto& [key, node] : seen) {
@@ -101,17 +81,17 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     } else if (key == "name") {
       s.name = string(source, key, n);
     } else if (key == "gpus_per_host" || key == "gpus_per_node") {  // gpus_per_node: the older name
-      if (out.gpus_per_node) throw_bad_input(where(source, n), key, text_of(n), "one of gpus_per_host, gpus_per_node");
+      if (out.gpus_per_node) throw_bad_input(toml_where(source, n), key, toml_text(n), "one of gpus_per_host, gpus_per_node");
       out.gpus_per_node = integer(source, key, n);
     } else if (key == "gpus_per_nvlink_domain") {
       domain = integer(source, key, n);
-      domain_line = where(source, n);
+      domain_line = toml_where(source, n);
     } else if (key == "nvlink_generation") {
       s.nvlink_generation = integer(source, key, n);
-      if (s.nvlink_generation > 9) throw_bad_input(where(source, n), key, text_of(n), "an NVLink generation in [1, 9]");
+      if (s.nvlink_generation > 9) throw_bad_input(toml_where(source, n), key, toml_text(n), "an NVLink generation in [1, 9]");
     } else if (key == "planes") {
       s.planes = integer(source, key, n);
-      if (s.planes > 64) throw_bad_input(where(source, n), key, text_of(n), "an integer in [1, 64]");
+      if (s.planes > 64) throw_bad_input(toml_where(source, n), key, toml_text(n), "an integer in [1, 64]");
     } else if (key == "nic") {
       s.nic = string(source, key, n);
     } else if (key == "network") {
@@ -123,7 +103,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       } else if (v == "efa") {
         s.network = Network::efa;
       } else {
-        throw_bad_input(where(source, n), key, v, "'infiniband', 'roce' or 'efa'");
+        throw_bad_input(toml_where(source, n), key, v, "'infiniband', 'roce' or 'efa'");
       }
     } else if (key == "nvlink_GBps") {
       positive(key, n, s.nvlink_GBps, false);
@@ -140,8 +120,8 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     } else if (key == "leaf_radix") {
       s.leaf_radix = integer(source, key, n);
     } else if (key == "oversubscription") {
-      const double v = number(source, key, n);
-      if (!(v >= 1)) throw_bad_input(where(source, n), key, text_of(n), "a number >= 1 (1 = non-blocking)");
+      const double v = toml_number(source, key, n);
+      if (!(v >= 1)) throw_bad_input(toml_where(source, n), key, toml_text(n), "a number >= 1 (1 = non-blocking)");
       s.oversubscription = v;
     } else if (key == "layout") {
       const std::string v = string(source, key, n);
@@ -150,10 +130,10 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       } else if (v == "node") {
         s.layout = Layout::node;
       } else {
-        throw_bad_input(where(source, n), key, v, "'rail' or 'node'");
+        throw_bad_input(toml_where(source, n), key, v, "'rail' or 'node'");
       }
     } else {
-      throw_bad_input(where(source, n), key, text_of(n),
+      throw_bad_input(toml_where(source, n), key, toml_text(n),
                       "no such key (known: base, name, gpus_per_host, gpus_per_nvlink_domain, nvlink_generation, "
                       "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, "
                       "nic_efficiency, planes, layout, leaf_radix, oversubscription; gpus_per_node = gpus_per_host)");
