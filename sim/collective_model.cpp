@@ -38,15 +38,6 @@ NetKind net_of(topo::Network n) {
   return NetKind::ib;
 }
 
-int log2i(std::int64_t n) {
-  int l = -1;
-  while (n > 0) {
-    n >>= 1;
-    ++l;
-  }
-  return l;
-}
-
 // NCCL_P2P_LL_THRESHOLD: p2p messages up to 16 KiB go LL, larger ones Simple.
 constexpr std::int64_t kP2pLlThreshold = 16384;
 
@@ -142,7 +133,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
       if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_tree_per_channel_GBps(s));
       algbw = nodes <= 2 ? bus : bus / 2;
-      hops = 2 * ((g - 1) + log2i(nodes));
+      hops = 2 * ((g - 1) + floor_log2(nodes));
       break;
     }
     case NcclAlgo::nvls:
@@ -154,7 +145,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       double inter = inf;
       if (a == NcclAlgo::nvls_tree) inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
       algbw = std::min(intra, inter);
-      hops = a == NcclAlgo::nvls ? 1 : 1 + 2 * log2i(nodes);
+      hops = a == NcclAlgo::nvls ? 1 : 1 + 2 * floor_log2(nodes);
       break;
     }
     case NcclAlgo::pat: {
@@ -177,10 +168,10 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   if (nodes > 1) {
     switch (a) {
       case NcclAlgo::ring: inter_hops = allreduce ? 2 * (nodes - 1) : nodes - 1; break;
-      case NcclAlgo::tree: inter_hops = 2 * log2i(nodes); break;
+      case NcclAlgo::tree: inter_hops = 2 * floor_log2(nodes); break;
       case NcclAlgo::nvls: inter_hops = 1; break;
-      case NcclAlgo::nvls_tree: inter_hops = 2 * log2i(nodes); break;
-      case NcclAlgo::pat: inter_hops = log2i(nodes); break;
+      case NcclAlgo::nvls_tree: inter_hops = 2 * floor_log2(nodes); break;
+      case NcclAlgo::pat: inter_hops = floor_log2(nodes); break;
     }
   }
   const double net_latency = spec_nic_latency_us_ * (p == NcclProto::simple ? 2 : 1);

@@ -130,15 +130,6 @@ double nccl_nvlink_GBps(const CommShape& s) {
   return s.nvlink_GBps;
 }
 
-int log2i(std::int64_t n) {
-  int l = -1;
-  while (n > 0) {
-    n >>= 1;
-    ++l;
-  }
-  return l;
-}
-
 constexpr int kMaxRingChannels = 32;  // MAXCHANNELS / 2, the ring and tree searches' maximum
 
 // The best channels x speed a search could find at one speed table: as many channels as the
@@ -195,6 +186,15 @@ std::string lower(std::string s) {
 }
 
 }  // namespace
+
+int floor_log2(std::int64_t n) {
+  int l = -1;
+  while (n > 0) {
+    n >>= 1;
+    ++l;
+  }
+  return l;
+}
 
 double nccl_hw_latency_us(bool network, NcclAlgo a, NcclProto p) {
   return kHwLat[network ? kHwNet : kHwNvlink][static_cast<int>(a)][static_cast<int>(p)];
@@ -325,13 +325,13 @@ NcclTuningModel::NcclTuningModel(const CommShape& s) : shape_(s) {
           const int inter_steps = nodes == 1 ? 0 : allreduce ? 2 * (nodes - 1) : nodes - 1;
           lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
         } else if (a == kTree) {
-          lat += 2 * ((ranks / nodes - 1) * intra_lat + log2i(nodes) * inter_lat);
+          lat += 2 * ((ranks / nodes - 1) * intra_lat + floor_log2(nodes) * inter_lat);
         } else if (a == kNvls) {
           lat = intra_lat + (nodes > 1 ? inter_lat : 0);
         } else if (a == kNvlsTree) {
-          lat += intra_lat + 2 * log2i(nodes) * inter_lat;
+          lat += intra_lat + 2 * floor_log2(nodes) * inter_lat;
         } else if (a == kPat) {
-          lat += log2i(nodes) * (inter_lat / 3.5) + ranks * 2.8;
+          lat += floor_log2(nodes) * (inter_lat / 3.5) + ranks * 2.8;
         }
         latency_[f][a][p] = lat;
       }
@@ -355,7 +355,7 @@ std::optional<NcclPrediction> NcclTuningModel::predict(NcclFunc f, NcclAlgo a, N
   const int fi = static_cast<int>(f), ai = static_cast<int>(a), pi = static_cast<int>(p);
   double bw = bandwidth_[fi][ai][pi];
   double lat = latency_[fi][ai][pi];
-  const int log_size = log2i(bytes >> 6);
+  const int log_size = floor_log2(bytes >> 6);
   if (a == NcclAlgo::tree && f == NcclFunc::allreduce && log_size >= 0 && log_size < 23) bw *= kTreeCorrection[pi][log_size];
   const double per_channel_rank = static_cast<double>(bytes) / (graphs_[kRing].channels * shape_.ranks());
   if (a == NcclAlgo::ring && p == NcclProto::simple && shape_.nodes > 1 && f == NcclFunc::allreduce &&

@@ -26,6 +26,8 @@ enum class NcclProto { ll, ll128, simple };
 inline constexpr int kNcclAlgos = 5;
 inline constexpr int kNcclProtos = 3;
 
+// floor(log2 n) for n >= 1, -1 for n <= 0: the tree depths and size bins of the tuning model.
+[[nodiscard]] int floor_log2(std::int64_t n);
 [[nodiscard]] const char* to_string(GpuArch a);
 [[nodiscard]] const char* to_string(NetKind k);
 [[nodiscard]] const char* to_string(NcclFunc f);
