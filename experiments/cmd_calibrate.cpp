@@ -12,6 +12,7 @@
 
 #include "analysis/records/stored_runs.hpp"
 #include "analysis/calibration/calibrate_io.hpp"
+#include "analysis/calibration/collective_fit.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/kineto.hpp"
 #include "analysis/measured/measurements.hpp"
@@ -33,16 +34,42 @@ void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
 
 }  // namespace
 
+// --nccl-tests LOG[,LOG…] --fabric F: the collective model fitted to every row of the logs.
+static int run_calibrate_collectives(const CommonOptions& common, const std::string& logs, const std::string& fabric_name,
+                              std::string name, const std::string& out) {
+  if (logs.empty() || fabric_name.empty()) throw UsageError("calibrate: --nccl-tests LOG[,LOG…] and --fabric F go together");
+  const auto fabric = topo::preset(fabric_name, "--fabric");
+  std::vector<std::string> files;
+  std::vector<analysis::CollectiveSample> samples;
+  for (std::size_t from = 0; from <= logs.size();) {
+    const auto to = std::min(logs.find(',', from), logs.size());
+    files.push_back(logs.substr(from, to - from));
+    if (files.back().empty()) throw_bad_usage("--nccl-tests", logs, "a comma list of nccl-tests logs");
+    const auto more = analysis::samples_from_nccl_tests(analysis::read_nccl_tests_output(files.back()), files.back());
+    samples.insert(samples.end(), more.begin(), more.end());
+    from = to + 1;
+  }
+  if (!out.empty()) require_output_file(out, "--out", files);
+  if (name.empty()) name = std::filesystem::path(files.front()).filename().string();
+  const auto fit = analysis::fit_collective_model(fabric, samples);
+  for (const auto& p : fit.unconstrained) log(common, p + ": not constrained by the logs; the preset's value is kept");
+  const auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
+  save_calibration(common, nullptr, calibration, name, files, out);
+  if (common.json) print_json(analysis::to_json(calibration));
+  else print(analysis::calibration_table(calibration));
+  return 0;
+}
+
 int run_calibrate(std::span<const std::string> args) {
   Command cmd(
       "calibrate",
       "--measured FILE [--measured FILE …] | --db DB  [--where KEY=VALUE …] [--dump-metrics] [--out CALIB.json] "
-      "[--name NAME]",
+      "[--name NAME] | --nccl-tests LOG[,LOG…] --fabric F",
       "Reads measured runs — PyTorch-profiler traces (Kineto JSON, optionally gzipped; one per rank), a "
       "measurement CSV, the H200 anchor CSV or nccl-tests output — and prints what it extracted "
       "(--dump-metrics) or fits model parameters with standard errors (table, --json, or --out FILE).");
   std::vector<std::string> measured, where;
-  std::string out, name;
+  std::string out, name, nccl_logs, fabric;
   bool dump = false;
   cmd.options().add_options()(
       "measured", po::value(&measured)->value_name("FILE"),
@@ -53,9 +80,13 @@ int run_calibrate(std::span<const std::string> args) {
       "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
-      "values are alternatives, different keys must all match");
+      "values are alternatives, different keys must all match")(
+      "nccl-tests", po::value(&nccl_logs)->value_name("LOG[,LOG…]"),
+      "fit the collective model's fabric parameters to nccl-tests logs of your cluster (with --fabric)")(
+      "fabric", po::value(&fabric)->value_name("F"), "the fabric preset the --nccl-tests fit starts from");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
+  if (!nccl_logs.empty() || !fabric.empty()) return run_calibrate_collectives(common, nccl_logs, fabric, name, out);
   if (measured.empty() && common.db.empty())
     throw UsageError("calibrate: --measured FILE or --db DB is required (see 'dionsim calibrate --help')");
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "analysis/calibration/collective_fit.hpp"
 #include "common/error.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
@@ -73,6 +74,8 @@ int run_collective(std::span<const std::string> args) {
        "NCCL algorithm(s) allowed, as NCCL_ALGO: ring, tree, nvls, nvlstree, pat, a comma list, ^list, or auto")
       ("proto", po::value<std::string>()->default_value("auto"), "NCCL protocol(s) allowed, as NCCL_PROTO: ll, ll128, simple, or auto")
       ("nccl-model", "also print NCCL's own tuning-model prediction (time, algorithm, protocol)")
+      ("calibration", po::value<std::string>()->value_name("CALIB.json"),
+       "apply the collective parameters of a `calibrate --nccl-tests` calibration to the fabric and the model")
       ("algorithm", po::value<std::string>(), "raw max-min DES of the messages instead of the collective model: direct | ring")
       ("nodes", po::value<std::int64_t>(), "number of nodes")
       ("ranks", po::value<std::int64_t>(), "number of ranks (instead of --nodes; a multiple of --gpus-per-node)")
@@ -129,10 +132,16 @@ int run_collective(std::span<const std::string> args) {
   const std::string mode_name = vm["mode"].as<std::string>();
   if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
   const auto mode = mode_name == "fast" ? sim::Mode::fast : sim::Mode::exact;
-  const topo::FabricSpec fabric = topo::resolve_fabric(
+  topo::FabricSpec fabric = topo::resolve_fabric(
       {get<std::string>(cmd, "fabric"), get<std::string>(cmd, "topology"), get<double>(cmd, "nvlink-GBps"),
        get<double>(cmd, "nic-GBps"), get<double>(cmd, "oversubscription"), get<double>(cmd, "latency-us")},
       static_cast<int>(g));
+  sim::ModelOptions model_options;
+  if (cmd.has("calibration")) {
+    const std::string path = vm["calibration"].as<std::string>();
+    if (analysis::apply_collective_calibration(analysis::read_calibration(path), fabric, model_options, path) == 0)
+      throw_bad_input(path, "parameters", "(none of the collective model's)", "a `dionsim calibrate --nccl-tests` calibration");
+  }
   const std::vector<std::int64_t> sizes = resolve_sizes(cmd);
   const topo::Topology topology(fabric, static_cast<int>(nodes), static_cast<int>(g));
   for (const auto s : sizes) {
@@ -155,7 +164,7 @@ int run_collective(std::span<const std::string> args) {
   }
 
   std::optional<sim::CollectiveModel> model;
-  if (use_model) model.emplace(fabric, static_cast<int>(nodes), static_cast<int>(g));
+  if (use_model) model.emplace(fabric, static_cast<int>(nodes), static_cast<int>(g), model_options);
   nlohmann::json config = sim::collective_config_json(spec, mode_name, nodes, g, topology, fabric);
   if (use_model) config.update({{"algorithm", "model"}, {"algo", vm["algo"].as<std::string>()}, {"proto", vm["proto"].as<std::string>()}});
   log(cmd.common(), "collective: " + config.dump());

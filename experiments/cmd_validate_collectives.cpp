@@ -4,10 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
 #include "experiments/cli.hpp"
+#include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/calibration/published_collectives.hpp"
 
 namespace dionsim::cli {
@@ -19,7 +21,7 @@ double pct(int part, int whole) { return whole > 0 ? 100.0 * part / whole : 0.0;
 }  // namespace
 
 int run_validate_collectives(std::span<const std::string> args) {
-  Command cmd("validate-collectives", "[--csv FILE] [--rows] [--mapping]",
+  Command cmd("validate-collectives", "[--csv FILE] [--rows] [--mapping] [--calibration CALIB.json]",
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
@@ -28,6 +30,8 @@ int run_validate_collectives(std::span<const std::string> args) {
       ("csv", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
        "published rows (measurements.csv columns)")
       ("rows", "print every row's prediction")
+      ("calibration", po::value<std::string>()->value_name("CALIB.json"),
+       "apply a `calibrate --nccl-tests` calibration to every preset (rows it was fitted to are no longer predictions)")
       ("mapping", "print the cluster -> preset table and exit");
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
@@ -37,7 +41,9 @@ int run_validate_collectives(std::span<const std::string> args) {
     return 0;
   }
   const auto rows = analysis::read_published_rows(vm["csv"].as<std::string>());
-  const auto predictions = analysis::predict_published(rows);
+  std::optional<analysis::Calibration> calibration;
+  if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
+  const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);
   const auto summary = analysis::summarize(predictions);
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();

@@ -41,6 +41,24 @@ NetKind net_of(topo::Network n) {
 // NCCL_P2P_LL_THRESHOLD: p2p messages up to 16 KiB go LL, larger ones Simple.
 constexpr std::int64_t kP2pLlThreshold = 16384;
 
+// The completion of a Simple network step beyond the message itself: aws-ofi-nccl's tuner
+// (TUNER_NET_COMP_OVERHEAD, "~2 us in the device and ~1 us to write that completion up to the
+// host stack"), added to the fabric's per-message latency where that latency prices the hop.
+constexpr double kSimpleCompletionUs = 3.0;
+
+// NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB,
+// LL 8 lines x 512 threads x 8 steps x 16 B, LL128 120 elements x 640 threads x 8 steps x 8 B.
+constexpr std::int64_t kNcclSteps = 8;
+constexpr std::int64_t kSimpleBuffBytes = 1 << 22;
+constexpr std::int64_t kLlBuffBytes = 8LL * 512 * 8 * 16;
+constexpr std::int64_t kLl128BuffBytes = 120LL * 640 * 8 * 8;
+
+// NCCL's network latency per inter-node step in its model (tuning.cc): with one GPU per node
+// every algorithm takes Tree's (fully exposed), else the algorithm's own.
+double nccl_inter_hop_us(const CommShape& s, NcclAlgo a, NcclProto p) {
+  return nccl_hw_latency_us(true, s.ranks_per_node == 1 ? NcclAlgo::tree : a, p);
+}
+
 }  // namespace
 
 double nccl_nvlink_fraction(GpuArch arch) {
@@ -93,10 +111,19 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
     throw_bad_usage("--latency-us", std::to_string(options.extra_hop_latency_us), "a latency in [0, 1e6] us");
   }
   if (options.p2p_concurrent_peers < 1) throw std::invalid_argument("CollectiveModel: p2p_concurrent_peers < 1");
+  if (!(std::isfinite(options.call_overhead_us) && options.call_overhead_us >= 0 && options.call_overhead_us <= 1e6))
+    throw_bad_usage("call_overhead_us", std::to_string(options.call_overhead_us), "a latency in [0, 1e6] us");
+  if (!(std::isfinite(options.net_hop_extra_us) && options.net_hop_extra_us >= -2.5 && options.net_hop_extra_us <= 1e6))
+    throw_bad_usage("net_hop_extra_us", std::to_string(options.net_hop_extra_us),
+                    "a latency in [-2.5, 1e6] us (a network step stays above 0)");
+  if (!(std::isfinite(options.nvlink_scale) && options.nvlink_scale > 0 &&
+        options.nvlink_scale * nccl_nvlink_fraction(shape_.arch) <= 1 + 1e-12))
+    throw_bad_usage("nvlink_scale", std::to_string(options.nvlink_scale),
+                    "a factor in (0, 1 / NCCL's NVLink fraction]: at most the nominal NVLink rate");
   // The DES sees the links at NCCL's NVLink rate and the preset's NIC efficiency; every
   // latency is in the model's latency terms, not on the flows.
-  spec_.nvlink_efficiency = nccl_nvlink_fraction(shape_.arch);
-  spec_nic_latency_us_ = spec.nic_latency_us;
+  spec_.nvlink_efficiency = std::min(1.0, nccl_nvlink_fraction(shape_.arch) * options.nvlink_scale);
+  spec_net_step_latency_us_ = spec.net_step_latency_us;
   spec_.nvlink_latency_us = 0;
   spec_.nic_latency_us = 0;
 }
@@ -109,7 +136,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   const int nsteps = allreduce ? 2 * (n - 1) : n - 1;
   const double e = protocol_efficiency(p);
   const double inf = std::numeric_limits<double>::infinity();
-  const double nvl = g > 1 ? s.nvlink_GBps * nccl_nvlink_fraction(s.arch) : inf;
+  const double nvl = g > 1 ? s.nvlink_GBps * spec_.nvlink_efficiency : inf;
   const double nic_node = nodes > 1 ? s.nics_per_node * s.nic_GBps * spec_.nic_efficiency : inf;  // per domain
   const NcclGraph& graph = nccl_.graph(a);
   double algbw = 0;
@@ -140,7 +167,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
     case NcclAlgo::nvls_tree: {
       // In-switch reduction (multimem): per GPU and direction an all-reduce moves S·(1 + 1/G),
       // an all-gather or reduce-scatter S; NCCL's NVLS efficiency is the switch's achieved share.
-      const double switch_rate = s.nvlink_GBps * nccl_nvlink_fraction(s.arch) * nccl_nvls_efficiency(s.arch);
+      const double switch_rate = s.nvlink_GBps * spec_.nvlink_efficiency * nccl_nvls_efficiency(s.arch);
       double intra = allreduce ? switch_rate / (1.0 + 1.0 / g) : switch_rate;
       double inter = inf;
       if (a == NcclAlgo::nvls_tree) inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
@@ -162,8 +189,9 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
                                         : CollectiveOp::allreduce;
   c.algorithm = to_string(a);
   c.protocol = to_string(p);
-  // The fabric's per-message network latency is NCCL's graph latencyInter: added to every
-  // inter-node hop, twice with Simple (its flush), as tuning.cc adds it; NCCL's defaults use 0.
+  // A network hop costs NCCL's per-protocol constant (NVIDIA's figure for its IB transport, in
+  // base_latency_us) or, where the fabric's own per-message latency is larger (EFA through
+  // libfabric), that latency plus the completion's cost with Simple: network_hop_us().
   int inter_hops = 0;
   if (nodes > 1) {
     switch (a) {
@@ -174,11 +202,75 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       case NcclAlgo::pat: inter_hops = floor_log2(nodes); break;
     }
   }
-  const double net_latency = spec_nic_latency_us_ * (p == NcclProto::simple ? 2 : 1);
-  c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us + inter_hops * net_latency;
+  // NCCL's own network term per hop (PAT divides it by 3.5: its steps overlap), replaced.
+  const double nccl_hop = nccl_inter_hop_us(s, a, p) / (a == NcclAlgo::pat ? 3.5 : 1.0);
+  const double hop = network_hop_us(nccl_inter_hop_us(s, a, p), p) / (a == NcclAlgo::pat ? 3.5 : 1.0);
+  c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us +
+                 inter_hops * (hop - nccl_hop + options_.net_hop_extra_us) + options_.call_overhead_us;
   c.bandwidth_GBps = algbw;
-  c.time_us = c.latency_us + static_cast<double>(bytes) / (1000.0 * algbw);
+  c.pipeline_fill_us = pipeline_fill_us(a, p, bytes, algbw);
+  c.time_us = c.latency_us + c.pipeline_fill_us + static_cast<double>(bytes) / (1000.0 * algbw);
   return c;
+}
+
+double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t bytes, double algbw_GBps) const {
+  const CommShape& s = shape_;
+  const int g = s.ranks_per_node, nodes = s.nodes;
+  int stages = 0;      // D: the pipeline's depth in chunk steps
+  int pipelines = 0;   // P: chunks in flight side by side (channels, x NVLS heads)
+  std::int64_t chunk = 0;
+  const auto halve_while = [&](double needed_per_pipeline_chunks, std::int64_t floor) {
+    while (static_cast<double>(bytes) / (static_cast<double>(pipelines) * chunk) < needed_per_pipeline_chunks && chunk > floor)
+      chunk /= 2;
+  };
+  switch (a) {
+    case NcclAlgo::ring:
+    case NcclAlgo::pat: return 0;  // every link busy from the first step: no idle stages
+    case NcclAlgo::tree: {
+      stages = 2 * ((g - 1) + floor_log2(nodes));  // up the chain and tree, then down
+      pipelines = nccl_.graph(a).channels;
+      if (p == NcclProto::simple) chunk = kSimpleBuffBytes / kNcclSteps;
+      if (p == NcclProto::ll) chunk = kLlBuffBytes / kNcclSteps / 2;
+      if (p == NcclProto::ll128) {
+        chunk = kLl128BuffBytes / kNcclSteps / 16 * 15;
+        const double ppn = g, steps = 1 + floor_log2(nodes) + 0.1 * ppn;
+        halve_while(steps * 64 / ppn, 131072);
+        halve_while(steps * 16 / ppn, 32768);
+      }
+      break;
+    }
+    case NcclAlgo::nvls:
+    case NcclAlgo::nvls_tree: {
+      // NVLS: the switch's reduction, then its multicast; NVLS Tree adds the tree of nodes.
+      stages = a == NcclAlgo::nvls ? 2 : 2 + 2 * floor_log2(nodes);
+      const int channels = s.arch >= GpuArch::blackwell ? (nodes > 1 ? 32 : 24) : 16;  // NVLS_NCHANNELS_SM*
+      pipelines = channels * g;  // nChannels x nvls.nHeads
+      chunk = 128 * 1024;        // NCCL_NVLS_CHUNKSIZE
+      const auto cut = [&](double times, std::int64_t above, std::int64_t to) {
+        if (static_cast<double>(bytes) < times * pipelines * chunk && chunk > above) chunk = to;
+      };
+      if (a == NcclAlgo::nvls) {
+        cut(64, 65536, 65536);
+        cut(8, 32768, 32768);
+        cut(2, 16384, 16384);
+      } else {
+        if (nodes >= 4) chunk = 64 * 1024;  // NCCL_NVLSTREE_MAX_CHUNKSIZE default
+        cut(32, 262144, 262144);
+        cut(16, 131072, 131072);
+        cut(4, 65536, 65536);
+        cut(1, 32768, 32768);
+      }
+      break;
+    }
+  }
+  if (stages <= 1 || pipelines <= 0 || chunk <= 0 || !(algbw_GBps > 0)) return 0;
+  const double per_pipeline = std::min(static_cast<double>(chunk), static_cast<double>(bytes) / pipelines);
+  return (stages - 1) * per_pipeline * pipelines / (1000.0 * algbw_GBps);
+}
+
+double CollectiveModel::network_hop_us(double nccl_hop_us, NcclProto p) const {
+  const double own = spec_net_step_latency_us_ + (p == NcclProto::simple ? kSimpleCompletionUs : 0.0);
+  return std::max(nccl_hop_us, own);
 }
 
 double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
@@ -189,15 +281,15 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const NcclProto p = per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
   const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
   const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
-  const double hop_inter =
-      nccl_hw_latency_us(true, net_algo, p) + options_.extra_hop_latency_us + spec_nic_latency_us_;
+  const double hop_inter = network_hop_us(nccl_hw_latency_us(true, net_algo, p), p) + options_.extra_hop_latency_us +
+                           options_.net_hop_extra_us;
   const int c = options_.p2p_concurrent_peers;
   const int intra_peers = g - 1, inter_peers = n - g;
   const double rounds = std::ceil(static_cast<double>(intra_peers) / c) * hop_intra +
                         std::ceil(static_cast<double>(inter_peers) / c) * hop_inter;
   // The proxy thread posts every network send one after the other.
   const double proxy = inter_peers * s.net_overhead_us;
-  return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy);
+  return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy) + options_.call_overhead_us;
 }
 
 double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) const {

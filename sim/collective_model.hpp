@@ -37,6 +37,11 @@ struct ModelOptions {
   double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
   bool pxn = true;                  // PXN routing of all-to-alls on rail-optimized fabrics
   int p2p_concurrent_peers = 16;    // NCCL p2p channels (32) / channels per peer (2)
+  // What `dionsim calibrate --nccl-tests` fits (analysis/calibration/collective_fit.hpp); the
+  // defaults are the uncalibrated model.
+  double call_overhead_us = 0;      // once per call (launch, group, proxy wake-up)
+  double net_hop_extra_us = 0;      // on every inter-node step, after NCCL's / the fabric's step latency
+  double nvlink_scale = 1;          // on NCCL's NVLink rate (nominal x nccl_nvlink_fraction), capped at nominal
 };
 
 struct CollectiveCost {
@@ -46,6 +51,7 @@ struct CollectiveCost {
   double time_us = 0;
   double latency_us = 0;  // the size-independent part
   double bandwidth_GBps = 0;  // algorithm bandwidth of the size-dependent part (0 when none)
+  double pipeline_fill_us = 0;  // tree-like algorithms: the chunk pipeline's fill (in time_us)
   std::optional<NcclPrediction> nccl;  // NCCL's own model for the same call (not for all-to-all)
 };
 
@@ -80,13 +86,19 @@ class CollectiveModel {
   CommShape shape_;
   NcclTuningModel nccl_;
   ModelOptions options_;
-  double spec_nic_latency_us_ = 0;  // the fabric's network latency per message (NCCL's latencyInter)
+  double spec_net_step_latency_us_ = 0;  // the fabric's own latency per network step (0: NCCL's constants)
   int hosts_;
   int gpus_per_node_;
   // The fabric for the all-to-all's DES, built on first use; transfer times cached per size.
   mutable std::mutex mutex_;
   mutable std::unique_ptr<topo::Topology> topology_;
   mutable std::map<std::pair<int, std::int64_t>, double> transfer_cache_;
+  // One network step: the larger of NCCL's constant and the fabric's per-message latency (plus a
+  // Simple completion); docs/simulator.md, "dionsim's price".
+  [[nodiscard]] double network_hop_us(double nccl_hop_us, NcclProto p) const;
+  // The fill of the chunk pipeline of trees and NVLS: (D - 1) chunk times, chunks as NCCL cuts
+  // them (enqueue.cc calcCollChunking); 0 for rings and PAT.
+  [[nodiscard]] double pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t bytes, double algbw_GBps) const;
 };
 
 [[nodiscard]] NcclFunc to_nccl(CollectiveOp op);  // throws std::invalid_argument for all-to-all / p2p

@@ -25,7 +25,8 @@ nlohmann::json collective_config_json(const CollectiveSpec& spec, const std::str
           {"nodes", nodes}, {"gpus_per_node", gpus_per_node}, {"ranks", topology.ranks()}, {"fabric", fabric.name},
           {"nvlink_GBps", fabric.nvlink_GBps}, {"nvlink_latency_us", fabric.nvlink_latency_us},
           {"nvlink_efficiency", fabric.nvlink_efficiency}, {"nic_GBps", fabric.nic_GBps},
-          {"nic_latency_us", fabric.nic_latency_us}, {"nic_efficiency", fabric.nic_efficiency},
+          {"nic_latency_us", fabric.nic_latency_us}, {"net_step_latency_us", fabric.net_step_latency_us},
+          {"nic_efficiency", fabric.nic_efficiency},
           {"layout", topo::to_string(fabric.layout)}, {"leaf_radix", fabric.leaf_radix},
           {"oversubscription", fabric.oversubscription}};
 }

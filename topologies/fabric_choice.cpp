@@ -38,7 +38,7 @@ FabricSpec resolve_fabric(const FabricChoice& c, int gpus_per_node) {
   }
   if (c.latency_us) {
     if (!(*c.latency_us >= 0)) throw_bad_usage("--latency-us", std::to_string(*c.latency_us), "a number >= 0");
-    spec.nvlink_latency_us = spec.nic_latency_us = *c.latency_us;
+    spec.nvlink_latency_us = spec.nic_latency_us = spec.net_step_latency_us = *c.latency_us;
   }
   if (gpus_per_node < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_node), "an integer >= 1");
   spec = with_gpus_per_host(spec, gpus_per_node);

@@ -36,18 +36,29 @@ FabricSpec hgx_b200(std::string name) { return nvlink(std::move(name), 5, 900, 8
 FabricSpec nvl72(std::string name) { return nvlink(std::move(name), 5, 900, 4, 72); }
 
 // --- Scale-out networks -----------------------------------------------------------------------
-// Latency and efficiency of the networks: nothing measured here yet. 10 us per NCCL message and
-// 0.9 of line rate for InfiniBand, 12 us / 0.85 for RoCE, 20 us / 0.75 for EFA (SRD has higher
-// latency and reaches less of line rate) are assumptions of the right order, present so that
-// calibration has a parameter to pin.
+// Per-message latency of the DES and whatif's closed form (nic_latency_us): 10 us InfiniBand,
+// 12 us RoCE, 20 us EFA, assumptions of the right order that calibration pins.
+// The collective model's network step (net_step_latency_us): what one network message costs a
+// NCCL step where it exceeds NCCL's own network constants (sim/collective_model.hpp).
+// InfiniBand and RoCE: 0 — NCCL's IB transport reports no latency
+// of its own (net_ib's properties: latency 0) and NCCL's per-protocol network constants
+// (tuning.cc) are NVIDIA's figures for it. EFA: the per-step network latency of AWS's own tuner
+// model for EFA (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: 20 us p5/p5e, 18 us p5en) and, for
+// p4d, which that tuner does not model, the latency aws-ofi-nccl reports to NCCL for it
+// (src/platform-aws.cpp: 75 us); set per preset below.
+// Efficiency, the achievable fraction of line rate: InfiniBand 0.96 — the rate NCCL's topology
+// search runs a NIC at, 48 GB/s per NDR port and 24 per HDR port (search.cc speedArrayInter);
+// RoCE 0.95 — the same transport, less the Ethernet/IP/UDP framing RoCEv2 adds to a 4 KiB
+// payload (4096 / 4178 B against InfiniBand's 4096 / 4122 B); EFA 0.75, an assumption (AWS
+// publishes no achievable rate).
 FabricSpec net(FabricSpec s, Network network, std::string nic, double nic_GBps, Layout layout, int leaf_radix,
                int planes = 1) {
   s.network = network;
   s.nic = std::move(nic);
   s.nic_GBps = nic_GBps;
   switch (network) {
-    case Network::infiniband: s.nic_latency_us = 10, s.nic_efficiency = 0.9; break;
-    case Network::roce: s.nic_latency_us = 12, s.nic_efficiency = 0.85; break;
+    case Network::infiniband: s.nic_latency_us = 10, s.nic_efficiency = 0.96; break;
+    case Network::roce: s.nic_latency_us = 12, s.nic_efficiency = 0.95; break;
     case Network::efa: s.nic_latency_us = 20, s.nic_efficiency = 0.75; break;
   }
   s.layout = layout;
@@ -80,8 +91,10 @@ FabricSpec roce100(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE
 // per GPU (EFA v1, 4 x 100G), p5 3200 Gb/s = 50 GB/s (EFA v2, 32 x 100G), p5en 3200 Gb/s = 50 GB/s
 // (EFA v3, 16 x 200G). AWS does not publish its leaf layout: whole instances per leaf, 32 GPU
 // ports (4 instances), assumed.
-FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps) {
-  return net(std::move(s), Network::efa, std::move(nic), nic_GBps, Layout::node, 32);
+FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps, double step_latency_us) {
+  FabricSpec f = net(std::move(s), Network::efa, std::move(nic), nic_GBps, Layout::node, 32);
+  f.net_step_latency_us = step_latency_us;
+  return f;
 }
 
 const std::map<std::string, FabricSpec>& table() {
@@ -105,9 +118,9 @@ const std::map<std::string, FabricSpec>& table() {
     add(ndr400(nvl72("gb200-nvl72")));
     add(ndr400(nvl72("gb300-nvl72"), "400 Gb/s per GPU (default; ConnectX-8 runs 800: gb300-nvl72-xdr800)"));
     add(xdr800(nvl72("gb300-nvl72-xdr800")));
-    add(efa(hgx_a100("p4d-efa"), "EFA v1, 4 x 100 Gb/s per instance", 6.25));
-    add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50));
-    add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50));
+    add(efa(hgx_a100("p4d-efa"), "EFA v1, 4 x 100 Gb/s per instance", 6.25, 75));
+    add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20));
+    add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50, 18));
     return m;
   }();
   return presets;

@@ -80,6 +80,7 @@ void validate(const FabricSpec& s, const std::string& where, bool usage) {
   check(positive(s.nic_GBps), where, "nic_GBps", s.nic_GBps, "a positive finite number of GB/s", usage);
   check(nonneg(s.nvlink_latency_us), where, "nvlink_latency_us", s.nvlink_latency_us, "a finite number >= 0", usage);
   check(nonneg(s.nic_latency_us), where, "nic_latency_us", s.nic_latency_us, "a finite number >= 0", usage);
+  check(nonneg(s.net_step_latency_us), where, "net_step_latency_us", s.net_step_latency_us, "a finite number >= 0", usage);
   check(fraction(s.nvlink_efficiency), where, "nvlink_efficiency", s.nvlink_efficiency, "a number in (0, 1]", usage);
   check(fraction(s.nic_efficiency), where, "nic_efficiency", s.nic_efficiency, "a number in (0, 1]", usage);
   check(s.planes >= 1 && s.planes <= 64, where, "planes", s.planes, "an integer in [1, 64]", usage);

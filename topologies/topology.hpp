@@ -40,7 +40,10 @@ struct FabricSpec {
   Network network = Network::infiniband;
   std::string nic;                  // e.g. "ConnectX-7 NDR 400 Gb/s"; output only
   double nic_GBps = 0;              // per GPU: a host's NIC bandwidth / gpus_per_host
-  double nic_latency_us = 0;        // per message between NVLink domains
+  double nic_latency_us = 0;        // per message between NVLink domains (the DES and whatif's closed form)
+  // The collective model's network step: NCCL's per-protocol constant, or this per-message
+  // latency where it is larger (EFA through libfabric); 0 = NCCL's constants (InfiniBand, RoCE).
+  double net_step_latency_us = 0;
   double nic_efficiency = 1;        // achievable fraction of nic_GBps, (0, 1]
   int planes = 1;                   // identical scale-out planes each NIC is split over (>= 1)
   Layout layout = Layout::rail;

@@ -117,6 +117,8 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       nonnegative(key, n, s.nvlink_latency_us);
     } else if (key == "nic_latency_us") {
       nonnegative(key, n, s.nic_latency_us);
+    } else if (key == "net_step_latency_us") {
+      nonnegative(key, n, s.net_step_latency_us);
     } else if (key == "leaf_radix") {
       s.leaf_radix = integer(source, key, n);
     } else if (key == "oversubscription") {
@@ -135,7 +137,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     } else {
       throw_bad_input(toml_where(source, n), key, toml_text(n),
                       "no such key (known: base, name, gpus_per_host, gpus_per_nvlink_domain, nvlink_generation, "
-                      "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, "
+                      "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, net_step_latency_us, "
                       "nic_efficiency, planes, layout, leaf_radix, oversubscription; gpus_per_node = gpus_per_host)");
     }
   }

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "analysis/calibration/collective_fit.hpp"
 #include "common/error.hpp"
 #include "sim/collective_model.hpp"
 #include "sim/step_collectives.hpp"
@@ -79,7 +80,7 @@ bool within_goal(SizeRegime r, double ratio) {
   return false;
 }
 
-std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows) {
+std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows, const Calibration* calibration) {
   std::vector<RowPrediction> out;
   std::map<std::string, std::unique_ptr<CollectiveModel>> models;  // per preset and shape
   for (const auto& row : rows) {
@@ -99,10 +100,12 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
       throw_bad_input(where, "world", std::to_string(row.world), "a multiple of gpus_per_node");
     }
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
-    const topo::FabricSpec spec = topo::preset(p.preset, where + ": preset");
+    topo::FabricSpec spec = topo::preset(p.preset, where + ": preset");
+    sim::ModelOptions options;
+    if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node);
     auto& model = models[key];
-    if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node);
+    if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     const NcclChoice forced = NcclChoice::parse(algo_env, env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
                                                 where + ": NCCL_PROTO");
     CollectiveOp op = CollectiveOp::alltoall;

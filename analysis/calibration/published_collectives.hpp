@@ -47,7 +47,11 @@ struct RowPrediction {
 
 // Predicts every row; throws InputError naming the line for a row no preset matches or whose
 // shape the model refuses.
-[[nodiscard]] std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows);
+// `calibration`, when given, is applied to every row's preset and model (collective_fit.hpp):
+// report which rows it was fitted to, since those rows are then not predictions.
+struct Calibration;
+[[nodiscard]] std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows,
+                                                           const Calibration* calibration = nullptr);
 
 struct RegimeSummary {
   SizeRegime regime = SizeRegime::latency;

@@ -55,7 +55,7 @@ TEST_CASE("gb200-nvl72: over 144 GPUs the inter-rack part crosses the NICs", "[t
   // 36 trays on 32-port rail leaves are not symmetric: the exact path, one flow per message
   const double t = simulated_s(s, 36, bytes, sim::Mode::fast);
   const double m = 4.0 * 1024 * 1024;
-  const double nic_part = 72 * m / (50e9 * 0.9) + 10e-6;
+  const double nic_part = 72 * m / (50e9 * s.nic_efficiency) + s.nic_latency_us * 1e-6;  // the preset's
   const double nvlink_part = 71 * m / (900e9 * 0.666) + 60e-6;
   REQUIRE(nic_part > nvlink_part);
   CHECK(t == Approx(alltoall_closed_form_s(s, 144, bytes)).epsilon(1e-6));
@@ -63,7 +63,7 @@ TEST_CASE("gb200-nvl72: over 144 GPUs the inter-rack part crosses the NICs", "[t
   // the NIC sets the time: twice the NIC bandwidth halves the transfer part
   topo::FabricSpec fast_nic = s;
   fast_nic.nic_GBps = 2 * s.nic_GBps;
-  CHECK(simulated_s(fast_nic, 36, bytes, sim::Mode::fast) == Approx(72 * m / (100e9 * 0.9) + 10e-6).epsilon(1e-6));
+  CHECK(simulated_s(fast_nic, 36, bytes, sim::Mode::fast) == Approx(72 * m / (100e9 * s.nic_efficiency) + s.nic_latency_us * 1e-6).epsilon(1e-6));
   // 800G NICs make the two parts comparable; the closed form is still the maximum
   const topo::FabricSpec xdr = topo::preset("gb300-nvl72-xdr800");
   CHECK(simulated_s(xdr, 36, bytes, sim::Mode::fast) == Approx(alltoall_closed_form_s(xdr, 144, bytes)).epsilon(1e-6));

@@ -54,13 +54,16 @@ TEST_CASE("HSDP shard group 8 at 1024 GPUs: the 8-GPU optimizer step plus the re
 
   // the backward: the 8-GPU FSDP collectives plus one all-reduce per layer across 128 replicas.
   // P = 16 x 12 x 2048^2 parameters (q, k, v, o: 4h^2; fc, proj: 8h^2), 16 layers, shard of 8: ceil(P/16/8) fp32 gradients per rank;
-  // ring RS + AG over 128 ranks, every hop at the NIC: 2 x 127 x (piece / (50 GB/s x 0.9) + 10 us).
+  // ring RS + AG over 128 ranks, every hop at the NIC: 2 x 127 x (piece / (50 GB/s x the preset's
+  // NIC efficiency) + its 10 us per message).
   const std::int64_t params = 16LL * 12 * 2048 * 2048;
   CHECK(r.params == params);
   const std::int64_t shard = (params / 16 + 7) / 8;
   const std::int64_t bytes = shard * 4;
   const std::int64_t piece = (bytes + 127) / 128;
-  const double hop_s = static_cast<double>(piece) / (50e9 * 0.9) + 10e-6;
+  const auto fabric = topo::preset("b200-ndr400");
+  REQUIRE(fabric.nic_GBps == 50);
+  const double hop_s = static_cast<double>(piece) / (50e9 * fabric.nic_efficiency) + fabric.nic_latency_us * 1e-6;
   const auto ring_ns = std::llround(127 * hop_s * 1e9);
   CHECK(r.fwd_bwd.replica_reduce_ns == 16 * 2 * ring_ns);
   CHECK(r8.fwd_bwd.replica_reduce_ns == 0);

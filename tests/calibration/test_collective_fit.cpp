@@ -1,0 +1,174 @@
+// The collective model's fit to nccl-tests logs (analysis/calibration/collective_fit.hpp):
+// synthetic logs from known parameters are recovered within their standard errors, and a fit to
+// one published cluster's rows predicts its other rows (held out: other collectives and sizes).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "analysis/calibration/collective_fit.hpp"
+#include "analysis/measured/nccl_published.hpp"
+#include "common/error.hpp"
+
+using namespace dionsim;
+using namespace dionsim::analysis;
+
+namespace {
+
+// nccl-tests stdout for one block, times from `time_us(bytes)` (the format the reader parses).
+std::string nccl_tests_block(const std::string& program, int nodes, int gpn, const std::vector<std::int64_t>& sizes,
+                             const std::function<double(std::int64_t)>& time_us) {
+  std::ostringstream o;
+  o << "# Collective test starting: " << program << "\n#\n# Using devices\n";
+  for (int r = 0; r < nodes * gpn; ++r)
+    o << "#  Rank " << r << " Group  0 Pid " << 1000 + r << " on node" << r / gpn << " device  " << r % gpn
+      << " [0000:00:00] NVIDIA H100 80GB HBM3\n";
+  o << "#\n#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
+       "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n";
+  for (const auto b : sizes) {
+    const double t = time_us(b);
+    char line[256];
+    std::snprintf(line, sizeof line, "%12lld %12lld     float     sum      -1 %9.2f %7.2f %7.2f       0 %9.2f %7.2f %7.2f       0\n",
+                  static_cast<long long>(b), static_cast<long long>(b / 4), t, b / t / 1e3, b / t / 1e3, t, b / t / 1e3,
+                  b / t / 1e3);
+    o << line;
+  }
+  o << "# Collective test concluded: " << program << "\n";
+  return o.str();
+}
+
+}  // namespace
+
+TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are recovered within sigma",
+          "[calibration][collective_fit]") {
+  const auto fabric = topo::preset("h100-ndr400");
+  CollectiveFitParameters truth;
+  truth.call_overhead_us = 12;
+  truth.net_hop_extra_us = 3;
+  truth.nic_efficiency = 0.88;
+  truth.nvlink_scale = 0.9;
+  std::mt19937 rng(16);
+  std::normal_distribution<double> noise(0.0, 0.01);  // 1 % scatter, as repeated nccl-tests runs show
+  std::string log;
+  std::vector<std::int64_t> sizes;
+  for (std::int64_t b = 8192; b <= (1LL << 30); b *= 4) sizes.push_back(b);
+  const std::pair<const char*, sim::CollectiveOp> programs[] = {{"all_gather_perf", sim::CollectiveOp::allgather},
+                                                                {"reduce_scatter_perf", sim::CollectiveOp::reducescatter},
+                                                                {"all_reduce_perf", sim::CollectiveOp::allreduce},
+                                                                {"alltoall_perf", sim::CollectiveOp::alltoall}};
+  for (const auto& [nodes, gpn] : {std::pair{1, 8}, std::pair{4, 8}}) {
+    const auto model = calibrated_model(fabric, truth, nodes, gpn);
+    for (const auto& [program, op] : programs) {
+      log += nccl_tests_block(program, nodes, gpn, sizes, [&, op = op](std::int64_t b) {
+        return model->cost(op, b).time_us * (1 + noise(rng));
+      });
+    }
+  }
+  const auto runs = parse_nccl_tests_output(log, "synthetic.log");
+  REQUIRE(runs.size() == 8);
+  const auto samples = samples_from_nccl_tests(runs, "synthetic.log");
+  REQUIRE(samples.size() == 8 * sizes.size());
+  const auto fit = fit_collective_model(fabric, samples);
+  CHECK(fit.converged);
+  CHECK(fit.fitted.size() == 4);
+  CHECK(fit.rms_relative_error == Approx(0.01).epsilon(0.3));  // the noise, not a misfit
+  CHECK(fit.rms_relative_error_before > 3 * fit.rms_relative_error);
+  WARN("synthetic: overhead " << fit.value.call_overhead_us << " +- " << fit.std_error.call_overhead_us << ", net hop "
+                              << fit.value.net_hop_extra_us << " +- " << fit.std_error.net_hop_extra_us << ", nic "
+                              << fit.value.nic_efficiency << " +- " << fit.std_error.nic_efficiency << ", nvlink "
+                              << fit.value.nvlink_scale << " +- " << fit.std_error.nvlink_scale);
+  INFO("overhead " << fit.value.call_overhead_us << " +- " << fit.std_error.call_overhead_us << ", net hop "
+                   << fit.value.net_hop_extra_us << " +- " << fit.std_error.net_hop_extra_us << ", nic "
+                   << fit.value.nic_efficiency << " +- " << fit.std_error.nic_efficiency << ", nvlink "
+                   << fit.value.nvlink_scale << " +- " << fit.std_error.nvlink_scale);
+  // Within 2 sigma (a fixed seed: deterministic), and sigma small enough to mean something.
+  CHECK(std::abs(fit.value.call_overhead_us - truth.call_overhead_us) < 2 * fit.std_error.call_overhead_us);
+  CHECK(std::abs(fit.value.net_hop_extra_us - truth.net_hop_extra_us) < 2 * fit.std_error.net_hop_extra_us);
+  CHECK(std::abs(fit.value.nic_efficiency - truth.nic_efficiency) < 2 * fit.std_error.nic_efficiency);
+  CHECK(std::abs(fit.value.nvlink_scale - truth.nvlink_scale) < 2 * fit.std_error.nvlink_scale);
+  CHECK(fit.std_error.call_overhead_us < 2);
+  CHECK(fit.std_error.nic_efficiency < 0.01);
+  CHECK(fit.std_error.nvlink_scale < 0.01);
+
+  // The calibration file's parameters put the model back where the fit left it.
+  const auto calibration = calibration_from_collective_fit(fit, fabric, "synthetic", {"synthetic.log"}, "test");
+  CHECK(calibration.parameters.at("nic_efficiency").value == Approx(fit.value.nic_efficiency));
+  CHECK(calibration.parameters.at("nic_efficiency").std_error == Approx(fit.std_error.nic_efficiency));
+  auto applied_fabric = fabric;
+  sim::ModelOptions options;
+  CHECK(apply_collective_calibration(calibration, applied_fabric, options, "synthetic") == 4);
+  const auto refit = calibrated_model(fabric, fit.value, 4, 8);
+  const sim::CollectiveModel applied(applied_fabric, 4, 8, options);
+  CHECK(applied.cost(sim::CollectiveOp::allreduce, 1 << 26).time_us ==
+        Approx(refit->cost(sim::CollectiveOp::allreduce, 1 << 26).time_us));
+
+  // A single-node log cannot move the NICs or the network steps: left out, preset kept.
+  std::vector<CollectiveSample> one_node;
+  for (const auto& s : samples)
+    if (s.nodes == 1) one_node.push_back(s);
+  const auto local = fit_collective_model(fabric, one_node);
+  CHECK(local.unconstrained == std::vector<std::string>{"collective_net_hop_extra_us", "nic_efficiency"});
+  CHECK(local.value.nic_efficiency == fabric.nic_efficiency);
+  CHECK(std::abs(local.value.nvlink_scale - truth.nvlink_scale) < 3 * local.std_error.nvlink_scale + 1e-3);
+}
+
+TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration][collective_fit]") {
+  const auto fabric = topo::preset("h100-ndr400");
+  CHECK_THROWS_AS(fit_collective_model(fabric, {}), InputError);
+  NcclTestsRun odd;
+  odd.op = "all_gather";
+  odd.world = 12;
+  odd.nodes = 5;
+  odd.line = 3;
+  odd.rows.push_back({});
+  CHECK_THROWS_WITH(samples_from_nccl_tests({odd}, "odd.log"), Catch::Contains("odd.log:3") && Catch::Contains("ranks"));
+}
+
+TEST_CASE("collective fit: one published cluster's all-gather rows predict its other rows", "[calibration][collective_fit]") {
+  // The 10-node H100 InfiniBand cluster (xxrjun/nccl-tests-cluster, nccl_N10_G8.log): fitted on
+  // its 8-GPU-per-node all-gather rows (32 MiB - 16 GiB, out-of-place and in-place), held out:
+  // the same log's reduce-scatter, all-reduce and all-to-all rows and the 1/2/4-GPU-per-node logs.
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto fabric = topo::preset("h100-ndr400");
+  std::vector<CollectiveSample> fit_rows, held_out;
+  for (const auto& r : rows) {
+    if (r.source.find("nccl_N10_G") == std::string::npos) continue;
+    CollectiveSample s;
+    s.op = r.collective == "allgather" ? sim::CollectiveOp::allgather
+           : r.collective == "reducescatter" ? sim::CollectiveOp::reducescatter
+           : r.collective == "allreduce" ? sim::CollectiveOp::allreduce
+                                         : sim::CollectiveOp::alltoall;
+    s.gpus_per_node = r.gpus_per_node;
+    s.nodes = r.world / r.gpus_per_node;
+    s.bytes = r.size_bytes;
+    s.time_us = r.time_us;
+    (r.gpus_per_node == 8 && s.op == sim::CollectiveOp::allgather ? fit_rows : held_out).push_back(s);
+  }
+  REQUIRE(fit_rows.size() == 20);
+  REQUIRE(held_out.size() == 300);
+  const auto fit = fit_collective_model(fabric, fit_rows);
+  const auto median_abs_error = [&](const CollectiveFitParameters& p) {
+    const auto t = predict_samples(fabric, p, held_out);
+    std::vector<double> e;
+    for (std::size_t i = 0; i < t.size(); ++i) e.push_back(std::abs(t[i] / held_out[i].time_us - 1));
+    std::sort(e.begin(), e.end());
+    return e[e.size() / 2];
+  };
+  const double before = median_abs_error(default_parameters(fabric));
+  const double after = median_abs_error(fit.value);
+  INFO("held-out median |error|: uncalibrated " << before << ", calibrated on the G=8 all-gather rows " << after
+                                                << "; fit rms " << fit.rms_relative_error_before << " -> "
+                                                << fit.rms_relative_error << ", nic_efficiency " << fit.value.nic_efficiency
+                                                << " +- " << fit.std_error.nic_efficiency);
+  CHECK(fit.rms_relative_error < fit.rms_relative_error_before);
+  CHECK(after < 0.15);
+  WARN("held-out median |error|: uncalibrated " << before << ", calibrated " << after << "; fitted: overhead "
+       << fit.value.call_overhead_us << " +- " << fit.std_error.call_overhead_us << " us, net hop "
+       << fit.value.net_hop_extra_us << " +- " << fit.std_error.net_hop_extra_us << " us, nic "
+       << fit.value.nic_efficiency << " +- " << fit.std_error.nic_efficiency << ", nvlink " << fit.value.nvlink_scale
+       << " +- " << fit.std_error.nvlink_scale << "; rms " << fit.rms_relative_error_before << " -> "
+       << fit.rms_relative_error);
+}
