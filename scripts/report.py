@@ -215,6 +215,9 @@ def study_title(rows):
 
 def report(args):
     rows, deferral_rows = load_whatif_rows(args.db)
+    if args.extrapolate and None in load_calibration(args.db):  # before drawing anything
+        fail(f"{args.db}: --extrapolate needs a step-model calibration with a covariance and a measured run of "
+             "its GPU in the database (`dionsim calibrate ... --db`)", 3)
     os.makedirs(args.out, exist_ok=True)
     plt = rp.plt_module()
     page = Page(args.out, "dionsim what-if report")
@@ -427,7 +430,7 @@ def column_label(col):
 
 def plot_extrapolation(plt, results, cal, spec, path):
     ncols = len(spec["columns"])
-    width = min(rp.FIGURE_WIDTH_IN, 5.0 * ncols)
+    width = min(rp.FIGURE_WIDTH_IN, max(7.5, 4.5 * ncols))
     fig, axes = plt.subplots(2, ncols, figsize=(width, 7.5), squeeze=False)
     eff = cal["parameters"].get("nic_efficiency", {}).get("value", 1.0)
     table, series = [], []
@@ -456,7 +459,7 @@ def plot_extrapolation(plt, results, cal, spec, path):
             ax.tick_params(labelsize=8)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({spec['model']}, {cal['hardware']}); "
+    fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({spec['model']}, {cal['hardware']})\n"
                  "band = +-1 sigma from the fit's covariance", fontsize=10)
     fig.tight_layout()
     rp.save_figure(plt, fig, path)
@@ -478,9 +481,6 @@ def calibration_sections(args, plt, page, rows):
                    + [f"| {m} | {s['count']} | {s.get('loo_mean_abs_error_pct', float('nan')):.2f} | "
                       f"{s.get('loo_max_abs_error_pct', float('nan')):.2f} |" for m, s in summary.items()])
     cal, config = load_calibration(args.db)
-    if args.extrapolate and not (cal and config):
-        fail(f"{args.db}: --extrapolate needs a step-model calibration with a covariance and a measured run of "
-             "its GPU in the database (`dionsim calibrate ... --db`)", 3)
     if not (cal and config and args.dionsim):
         return None
     title = "Extrapolation: step and optimizer wall vs nodes with the calibration's uncertainty"

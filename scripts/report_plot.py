@@ -7,6 +7,7 @@ gets its interval as a band; a line without them gets none.
 """
 import math
 import os
+import sys
 import tempfile
 import textwrap
 
@@ -28,7 +29,8 @@ def plt_module():
         import matplotlib.pyplot as plt
         return plt
     except ImportError:
-        print("report: error: python3-matplotlib is not installed (scripts/install-deps.sh installs it)")
+        print("report.py: error: python3-matplotlib is not installed (scripts/install-deps.sh installs it)",
+              file=sys.stderr)
         raise SystemExit(3)
 
 
