@@ -39,7 +39,10 @@ def write_atomically(path, data):
     a failure (a full disk) leaves the previous file whole."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would hide the report from everyone else
         with os.fdopen(fd, "wb") as f:
             f.write(data.encode() if isinstance(data, str) else data)
             f.flush()
@@ -150,9 +153,11 @@ def draw_panel(plt, panel, path, ylabel, title, xlabel=None, logx=True, logy=Fal
     # Bottom up, in inches: the description, the shared legend, then the sub-plots.
     height = fig.get_figheight()
     desc_in = 0.13 * len(desc) + 0.05
-    legend_in = 0.2 * math.ceil(len(handles) / 5) + 0.1 if handles else 0.0
+    # Legend columns that fit the width: ~6 px a character at 8 pt, ~60 px of handle and spacing.
+    ncol = max(1, min(5, len(handles), int(width * DPI // (6 * max([len(k) for k in handles] + [1]) + 60))))
+    legend_in = 0.2 * math.ceil(len(handles) / ncol) + 0.1 if handles else 0.0
     if handles:
-        fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(5, len(handles)),
+        fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=ncol,
                    fontsize=8, frameon=False, bbox_to_anchor=(0.5, desc_in / height))
     fig.text(0.01, 0.01, "\n".join(desc), fontsize=7, va="bottom", ha="left", color="#333333")
     fig.tight_layout(rect=(0, min((desc_in + legend_in) / height, 0.6), 1, 1 - 0.35 / height))

@@ -237,11 +237,16 @@ def label(values):
     return " ".join(parts) or "all"
 
 
+def _short(v):
+    """A file path as its file name (a calibration or topology file given by path)."""
+    return v.rsplit("/", 1)[1] if isinstance(v, str) and "/" in v else v
+
+
 def describe(panel):
     """One sentence per role: what the panel held fixed and what follows what."""
     out = []
     if panel["fixed"]:
-        out.append("Held fixed: " + ", ".join(f"{k}={v}" for k, v in panel["fixed"].items()
+        out.append("Held fixed: " + ", ".join(f"{k}={_short(v)}" for k, v in panel["fixed"].items()
                                                if k != "fabric_family" and v != MISSING) + ".")
     if panel["facets"]:
         out.append("One plot per " + ", ".join(panel["facets"]) + ".")
