@@ -32,3 +32,7 @@ dionsim_cli_test(report_extrapolate_twice EXIT 2 MATCH "--extrapolate: got 'mode
                  ARGS report --db ${nodb} --out x --extrapolate model=gpt-14b,model=gpt-1b)
 dionsim_cli_test(report_deferral_target EXIT 2 MATCH "--deferral-target: got '1.000000', expected a number in \\(0, 1\\)"
                  ARGS report --db ${nodb} --out x --deferral-target 1)
+# collective --dump-topology is written through write_file_atomically; a folder is refused before any work.
+dionsim_cli_test(collective_dump_topology_folder EXIT 2 MATCH "--dump-topology: got '.*', expected an output file, not an existing directory"
+                 ARGS collective --op alltoall --nodes 2 --gpus-per-node 8 -b 1M -e 1M --fabric h100-ndr400
+                      --dump-topology ${CMAKE_CURRENT_BINARY_DIR})
