@@ -261,8 +261,9 @@ def describe(panel):
             fol.setdefault(", ".join(by) or "the shown keys", []).append(k)
     for by, ks in fol.items():
         out.append(f"{', '.join(ks)}: determined by {by}.")
-    if panel["same_metric"]:
-        out.append(f"{panel['metric']} is the same for every {', '.join(panel['same_metric'])} (merged).")
+    same = [k for k in panel["same_metric"] if k != "fabric_family"]
+    if same:
+        out.append(f"{panel['metric']} is the same for every {', '.join(same)} (merged).")
     if panel["single_point_configurations"]:
         out.append(f"{panel['single_point_configurations']} configurations on lines with fewer {panel['x']} values "
                    "are not drawn here (table).")
