@@ -11,6 +11,12 @@ if(DIONSIM_SYSTEM_PYTHON)
                    -DCHECKER=${issue20}/check_series.py -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}
                    -P ${issue20}/report_study.cmake)
   set_tests_properties(cli:report_series_follow_the_data PROPERTIES LABELS "cli")
+  # The extrapolation predicts the database's own what-if configuration, or --extrapolate's.
+  add_test(NAME cli:report_extrapolate_follows_the_db
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:dionsim> -DPYTHON=${DIONSIM_SYSTEM_PYTHON}
+                   -DCHECKER=${issue20}/check_series.py -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}
+                   -DCSV=${DIONSIM_SHARED_DIR}/data/seed-measurements.csv -P ${issue20}/report_extrapolate.cmake)
+  set_tests_properties(cli:report_extrapolate_follows_the_db PROPERTIES LABELS "cli")
 endif()
 # --extrapolate and --deferral-target are checked before the database is opened.
 set(nodb ${CMAKE_CURRENT_BINARY_DIR}/issue20-none.db)

@@ -109,6 +109,7 @@ def main():
     ap.add_argument("--expect-panel", nargs="*", default=[], help="STUDY:METRIC:X panels that must exist")
     ap.add_argument("--expect-deferral", nargs="*", default=[], help="deferral plot files that must exist")
     ap.add_argument("--expect-studies", type=int)
+    ap.add_argument("--expect-extrapolation", help="JSON the extrapolation's spec must equal")
     args = ap.parse_args()
     configs, metrics = load_db(args.db)
     dump = json.load(open(args.series))
@@ -138,6 +139,18 @@ def main():
             errors.append(f"no deferral plot {want} (have {sorted(deferral_files)})")
     if args.expect_studies is not None and len(dump["studies"]) != args.expect_studies:
         errors.append(f"{len(dump['studies'])} studies, expected {args.expect_studies}")
+    if args.expect_extrapolation:
+        ex = dump.get("extrapolation") or {}
+        if ex.get("spec") != json.loads(args.expect_extrapolation):
+            errors.append(f"extrapolation spec {ex.get('spec')}, expected {args.expect_extrapolation}")
+        for line in ex.get("series", []):
+            for p in line["points"]:
+                if not (p["lo"] <= p["y"] <= p["hi"]) or (line["metric"] == "step_wall_ms" and not p["lo"] < p["hi"]):
+                    errors.append(f"extrapolation {line['column']} {line['scope']}: band {p} does not hold its value")
+        want = {(c["fabric"], c["nic"]) for c in json.loads(args.expect_extrapolation)["columns"]}
+        have = {(l["column"]["fabric"], l["column"]["nic"]) for l in ex.get("series", [])}
+        if want != have:
+            errors.append(f"extrapolation columns drawn {sorted(map(str, have))}, expected {sorted(map(str, want))}")
     if errors:
         print("\n".join(errors[:50]) + (f"\n... {len(errors)} failures" if len(errors) > 50 else ""))
         sys.exit(1)
