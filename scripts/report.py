@@ -169,7 +169,11 @@ def markdown_table(rows):
             v = cell(r, key)
             if key == "capacity_factor" and v is None:
                 v = "-"
-            cells.append("-" if v is None or v == "" else (fmt.format(v) if not isinstance(v, str) else v))
+            text = "-" if v is None or v == "" else (fmt.format(v) if not isinstance(v, str) else v)
+            lo, hi = r["metrics"].get(key + "_lo"), r["metrics"].get(key + "_hi")
+            if key not in r["config"] and lo is not None and hi is not None:
+                text += " ± " + fmt.format((hi - lo) / 2)  # the stored interval's half-width
+            cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

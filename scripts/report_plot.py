@@ -128,7 +128,7 @@ def draw_panel(plt, panel, path, ylabel, title, xlabel=None, logx=True, logy=Fal
             band = [p for p in line["points"] if "lo" in p]
             if band:
                 ax.fill_between([p["x"] for p in band], [p["lo"] for p in band], [p["hi"] for p in band],
-                                color=color, alpha=0.18, lw=0)
+                                color=color, alpha=0.14, lw=0)
             handles.setdefault(rs.label(line["legend"]), h)
         if logx:
             ax.set_xscale("log", base=2)
