@@ -42,7 +42,8 @@ int run_process(const std::vector<std::string>& argv) {
   return WEXITSTATUS(status);
 }
 
-constexpr const char* kExtrapolateKeys = "model=M, gpus-per-node=G, fabric=F (repeatable), nic=GBps (repeatable), nodes=LIST";
+constexpr const char* kExtrapolateKeys =
+    "model=M, gpus-per-node=G, fabric=F, nic=GBps, nodes=A..B (fabric and nic repeatable, comma-separated)";
 
 // --extrapolate model=M,gpus-per-node=G,fabric=F,fabric=F2,nic=50,nic=100,nodes=1..128 -> the JSON
 // scripts/report.py reads. Every key and value is checked here, by the rules whatif applies.
