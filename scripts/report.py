@@ -211,10 +211,10 @@ def study_panels(rows):
 
 
 def study_title(rows):
-    fixed = [k for k in ("model", "hardware", "fabric_family") if len({rs.value_of(r, k) for r in rows}) == 1]
     models = sorted({str(rs.value_of(r, "model")) for r in rows})
-    what = ", ".join(str(rs.value_of(rows[0], k)) for k in fixed) if fixed else ", ".join(models)
-    return f"{what} ({len(rows)} configurations)"
+    fixed = [str(rs.value_of(rows[0], k)) for k in ("hardware", "fabric_family")
+             if len({rs.value_of(r, k) for r in rows}) == 1]
+    return f"{' vs '.join(models)}{', ' if fixed else ''}{', '.join(fixed)} ({len(rows)} configurations)"
 
 
 def report(args):
