@@ -161,6 +161,11 @@ CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const st
     fit.converged = true;
   }
   fit.value = from_vector(theta);
+  for (const int k : free) {
+    if (std::abs(theta[k] - lower[k]) <= 1e-9 * (1 + std::abs(lower[k])) ||
+        std::abs(theta[k] - upper[k]) <= 1e-9 * (1 + std::abs(upper[k])))
+      fit.at_bound.push_back(kNames[k]);
+  }
   Eigen::VectorXd errors = Eigen::VectorXd::Zero(kParams);
   for (Eigen::Index i = 0; i < n_free; ++i) errors[free[static_cast<std::size_t>(i)]] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
   fit.std_error = from_vector(errors);

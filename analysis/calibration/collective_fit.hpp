@@ -61,6 +61,7 @@ struct CollectiveFitParameters {
 struct CollectiveModelFit {
   CollectiveFitParameters value, std_error;
   std::vector<std::string> fitted, unconstrained;  // parameter names
+  std::vector<std::string> at_bound;               // fitted ones that ended on a bound of their range
   int rows = 0;
   double rms_relative_error = 0;       // after the fit
   double rms_relative_error_before = 0;  // the uncalibrated model on the same rows
