@@ -266,7 +266,11 @@ Comparison compare_runs(const CompareSide& a, const CompareSide& b, const std::v
     const std::string vb = ib == values_b.end() ? "" : ib->second.size() == 1 ? *ib->second.begin() : "\n";
     if (va != "\n" && vb != "\n" && va != vb) {
       skip.insert(k);
-      result.side_keys.push_back({k, va.empty() ? "-" : va, vb.empty() ? "-" : vb});
+      // Shown as written: a string without its JSON quotes, an absent key as "-".
+      const auto shown = [](const std::string& v) {
+        return v.empty() ? std::string("-") : v.front() == '"' ? json::parse(v).get<std::string>() : v;
+      };
+      result.side_keys.push_back({k, shown(va), shown(vb)});
     }
   }
   for (const auto& k : ignore) {

@@ -49,7 +49,7 @@ struct Comparison {
   int superseded = 0;                     // older runs of a configuration stored again (the newest is used)
   std::vector<std::string> differing_keys;  // keys whose values never agree between A and B (why nothing matched)
   // Keys with one value on each side, different between them (fabric=A vs fabric=B and what it
-  // implies): not used for pairing; (key, A's value, B's value), values as canonical JSON, "-" = absent.
+  // implies): not used for pairing; (key, A's value, B's value) as written ("-" = absent).
   struct SideKey {
     std::string key, a, b;
   };

@@ -152,7 +152,7 @@ TEST_CASE("compare: pairs configurations, sets the defining keys aside, differen
   CHECK(c.superseded == 1);
   REQUIRE(c.side_keys.size() == 1);
   CHECK(c.side_keys[0].key == "calibration");
-  CHECK(c.side_keys[0].a == "\"old\"");
+  CHECK(c.side_keys[0].a == "old");
   CHECK(c.varying_keys == std::vector<std::string>{"world"});
   const Table& t = c.table;
   const auto at = [&](std::size_t row, const std::string& column) { return t.rows.at(row).at(t.column(column)); };
