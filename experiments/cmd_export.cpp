@@ -32,6 +32,7 @@ int run_export(std::span<const std::string> args) {
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (common.db.empty()) throw_bad_usage("--db", "", "the results database to export");
+  if (common.json && cmd.has("format") && format != "json") throw UsageError("export: --json and --format " + format + " disagree");
   if (common.json) format = "json";  // --json as shorthand
   if (format != "csv" && format != "json") throw_bad_usage("--format", format, "csv or json");
   if (!kind.empty()) selection.kind = kind;

@@ -174,14 +174,18 @@ struct Side {
   int superseded = 0;
 };
 
-// Pairs the runs of one side by configuration without the `ignore` keys (leaves).
-Side index_side(const CompareSide& side, std::vector<StoredRun> runs, const std::set<std::string>& ignore) {
+// Pairs the runs of one side by kind and configuration without the `ignore` leaves of that kind.
+Side index_side(const CompareSide& side, std::vector<StoredRun> runs,
+                const std::map<std::string, std::set<std::string>>& ignore) {
   Side out;
+  static const std::set<std::string> none;
   for (auto& run : runs) {
     // The configuration as flat leaves without the set-aside ones: what pairs and what is shown.
+    const auto of_kind = ignore.find(run.record.kind);
+    const auto& skip = of_kind == ignore.end() ? none : of_kind->second;
     json stripped = json::object();
     for (auto& [leaf, value] : flatten_object(run.record.config))
-      if (!ignore.count(leaf)) stripped[leaf] = std::move(value);
+      if (!skip.count(leaf)) stripped[leaf] = std::move(value);
     const std::string key = run.record.kind + '\n' + canonical_json(stripped);
     run.record.config = std::move(stripped);
     const auto [it, inserted] = out.by_key.emplace(key, out.runs.size());
@@ -255,27 +259,41 @@ Comparison compare_runs(const CompareSide& a, const CompareSide& b, const std::v
   Comparison result;
   // A key with one value on each side, a different one on each, can pair nothing: it is what the
   // sides are (fabric=A vs fabric=B and what the fabric implies, another calibration): set aside.
-  std::set<std::string> skip;
-  const auto values_a = leaf_values(runs_a), values_b = leaf_values(runs_b);
-  std::set<std::string> keys;
-  for (const auto& [k, v] : values_a) keys.insert(k);
-  for (const auto& [k, v] : values_b) keys.insert(k);
-  for (const auto& k : keys) {
-    const auto ia = values_a.find(k), ib = values_b.find(k);
-    const std::string va = ia == values_a.end() ? "" : ia->second.size() == 1 ? *ia->second.begin() : "\n";
-    const std::string vb = ib == values_b.end() ? "" : ib->second.size() == 1 ? *ib->second.begin() : "\n";
-    if (va != "\n" && vb != "\n" && va != vb) {
-      skip.insert(k);
-      // Shown as written: a string without its JSON quotes, an absent key as "-".
-      const auto shown = [](const std::string& v) {
-        return v.empty() ? std::string("-") : v.front() == '"' ? json::parse(v).get<std::string>() : v;
-      };
-      result.side_keys.push_back({k, shown(va), shown(vb)});
+  // Per kind: a whatif and a deferral run never pair, and share few keys.
+  std::map<std::string, std::set<std::string>> skip;  // kind -> leaves
+  std::set<std::string> kinds;
+  for (const auto& r : runs_a) kinds.insert(r.record.kind);
+  for (const auto& kind : kinds) {
+    const auto of_kind = [&kind](const std::vector<StoredRun>& runs) {
+      std::vector<StoredRun> out;
+      for (const auto& r : runs)
+        if (r.record.kind == kind) out.push_back(r);
+      return out;
+    };
+    const auto ka = of_kind(runs_a), kb = of_kind(runs_b);
+    if (kb.empty()) continue;
+    const auto values_a = leaf_values(ka), values_b = leaf_values(kb);
+    std::set<std::string> leaves;
+    for (const auto& [k, v] : values_a) leaves.insert(k);
+    for (const auto& [k, v] : values_b) leaves.insert(k);
+    for (const auto& k : leaves) {
+      const auto ia = values_a.find(k), ib = values_b.find(k);
+      const std::string va = ia == values_a.end() ? "" : ia->second.size() == 1 ? *ia->second.begin() : "\n";
+      const std::string vb = ib == values_b.end() ? "" : ib->second.size() == 1 ? *ib->second.begin() : "\n";
+      if (va != "\n" && vb != "\n" && va != vb) {
+        skip[kind].insert(k);
+        // Shown as written: a string without its JSON quotes, an absent key as "-".
+        const auto shown = [](const std::string& v) {
+          return v.empty() ? std::string("-") : v.front() == '"' ? json::parse(v).get<std::string>() : v;
+        };
+        const bool listed = std::any_of(result.side_keys.begin(), result.side_keys.end(),
+                                        [&](const Comparison::SideKey& s) { return s.key == k; });
+        if (!listed) result.side_keys.push_back({k, shown(va), shown(vb)});
+      }
     }
-  }
-  for (const auto& k : ignore) {
-    for (const auto& leaf : keys)
-      if (leaf == k || leaf.starts_with(k + ".")) skip.insert(leaf);
+    for (const auto& k : ignore)
+      for (const auto& leaf : leaves)
+        if (leaf == k || leaf.starts_with(k + ".")) skip[kind].insert(leaf);
   }
   const Side sa = index_side(a, std::move(runs_a), skip);
   const Side sb = index_side(b, std::move(runs_b), skip);
@@ -295,7 +313,15 @@ Comparison compare_runs(const CompareSide& a, const CompareSide& b, const std::v
   result.only_b = static_cast<int>(sb.runs.size()) - result.matched;
 
   if (pairs.empty()) {
-    auto xa = leaf_values(sa.runs), xb = leaf_values(sb.runs);
+    // Among the kinds both sides have (none in common: the kind is what differs).
+    std::set<std::string> kinds_b, common;
+    for (const auto& r : sb.runs) kinds_b.insert(r.record.kind);
+    for (const auto& k : kinds) if (kinds_b.count(k)) common.insert(k);
+    std::vector<StoredRun> ra, rb;
+    for (const auto& r : sa.runs) if (common.count(r.record.kind)) ra.push_back(r);
+    for (const auto& r : sb.runs) if (common.count(r.record.kind)) rb.push_back(r);
+    if (common.empty() && !sa.runs.empty() && !sb.runs.empty()) result.differing_keys.emplace_back("kind");
+    auto xa = leaf_values(ra), xb = leaf_values(rb);
     std::set<std::string> leaves;
     for (const auto& [k, v] : xa) leaves.insert(k);
     for (const auto& [k, v] : xb) leaves.insert(k);

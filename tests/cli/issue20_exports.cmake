@@ -1,10 +1,10 @@
 # Issue 20: --csv on the table-printing subcommands, export, compare, deferral's progress.
-# A small database made once (fixture issue20_db) for the export and compare refusals.
-set(i20db ${CMAKE_CURRENT_BINARY_DIR}/issue20.db)
-set(i20db_b ${CMAKE_CURRENT_BINARY_DIR}/issue20-b.db)
+# A small database made once (fixture issue20_exports_db) for the export and compare refusals.
+set(i20db ${CMAKE_CURRENT_BINARY_DIR}/issue20-exports-a.db)
+set(i20db_b ${CMAKE_CURRENT_BINARY_DIR}/issue20-exports-b.db)
 dionsim_cli_test(issue20_make_db EXIT 0 ARGS whatif --model seed-5120x8 --nodes 1,2 --scope local,global --mfu 0.45 --quiet --force --db ${i20db})
 dionsim_cli_test(issue20_make_db_b EXIT 0 ARGS whatif --model seed-5120x8 --nodes 1,2 --scope local,global --mfu 0.5 --quiet --force --db ${i20db_b})
-set_tests_properties(cli:issue20_make_db cli:issue20_make_db_b PROPERTIES FIXTURES_SETUP issue20_db)
+set_tests_properties(cli:issue20_make_db cli:issue20_make_db_b PROPERTIES FIXTURES_SETUP issue20_exports_db)
 set(i20_uses_db "")
 # A function, not a macro: a macro's ${ARGN} would unescape the regexes once more.
 function(issue20_db_test name)
@@ -40,7 +40,7 @@ issue20_db_test(issue20_export_json EXIT 0 MATCH "\"metric\": \"step_wall_ms\",.
                 ARGS export --db ${i20db} --format json --metric step_wall_ms --where scope=local --quiet)
 issue20_db_test(issue20_export_bad_format EXIT 2 MATCH "--format: got 'xml', expected csv or json"
                 ARGS export --db ${i20db} --format xml)
-issue20_db_test(issue20_export_bad_where_key EXIT 2 MATCH "--where: got 'wrold=16', expected a configuration key of the runs in .*issue20.db \\(.*scope.*world\\)"
+issue20_db_test(issue20_export_bad_where_key EXIT 2 MATCH "--where: got 'wrold=16', expected a configuration key of the runs in .*issue20-exports-a.db \\(.*scope.*world\\)"
                 ARGS export --db ${i20db} --where wrold=16)
 issue20_db_test(issue20_export_bad_where EXIT 2 MATCH "--where: got 'world', expected key=value"
                 ARGS export --db ${i20db} --where world)
@@ -48,7 +48,7 @@ issue20_db_test(issue20_export_bad_kind EXIT 2 MATCH "--kind: got 'measure', exp
                 ARGS export --db ${i20db} --kind measure)
 issue20_db_test(issue20_export_bad_metric EXIT 2 MATCH "--metric: got 'step_ms', expected a metric stored in"
                 ARGS export --db ${i20db} --metric step_ms)
-issue20_db_test(issue20_export_out_is_db EXIT 2 MATCH "--out: got '.*issue20.db', expected an output file other than the input"
+issue20_db_test(issue20_export_out_is_db EXIT 2 MATCH "--out: got .*issue20-exports-a.db., expected an output file other than the input"
                 ARGS export --db ${i20db} --out ${i20db})
 dionsim_cli_test(issue20_export_no_db EXIT 2 MATCH "--db: got '', expected the results database to export" ARGS export)
 dionsim_cli_test(issue20_export_missing_db EXIT 4 MATCH "nope.db: does not exist, expected an existing dionsim results database"
@@ -57,7 +57,7 @@ dionsim_cli_test(issue20_export_not_sqlite EXIT 4 MATCH "file header: got .*expe
                  ARGS export --db ${PROJECT_SOURCE_DIR}/tests/cli/issue20_exports.cmake)
 
 # compare
-issue20_db_test(issue20_compare EXIT 0 MATCH "# A = .*issue20.db, B = .*issue20-b.db; mfu 0.45 vs 0.5;.*\nnodes +scope +world +metric +unit +a +b +diff +diff_pct\n.*step_wall_ms +ms +578.109 +521.965 +-56.1434 +-9.71"
+issue20_db_test(issue20_compare EXIT 0 MATCH "# A = .*issue20-exports-a.db, B = .*issue20-exports-b.db; mfu 0.45 vs 0.5;.*\nnodes +scope +world +metric +unit +a +b +diff +diff_pct\n.*step_wall_ms +ms +578.109 +521.965 +-56.1434 +-9.71"
                 ARGS compare ${i20db} ${i20db_b} --metric step_wall_ms)
 issue20_db_test(issue20_compare_csv EXIT 0 MATCH "^kind,.*metric,unit,rank,step,a,b,diff,diff_pct,a_lo,a_hi,b_lo,b_hi,overlap,run_a,run_b\nwhatif,"
                 ARGS compare ${i20db} ${i20db_b} --csv --quiet)
@@ -72,7 +72,7 @@ issue20_db_test(issue20_compare_bad_ignore EXIT 2 MATCH "--ignore: got 'nope', e
                 ARGS compare ${i20db} ${i20db_b} --ignore nope)
 issue20_db_test(issue20_compare_missing EXIT 4 MATCH "nope.db: does not exist"
                 ARGS compare ${i20db} ${CMAKE_CURRENT_BINARY_DIR}/nope.db)
-set_tests_properties(${i20_uses_db} PROPERTIES FIXTURES_REQUIRED issue20_db)
+set_tests_properties(${i20_uses_db} PROPERTIES FIXTURES_REQUIRED issue20_exports_db)
 
 # export read back by Python's csv and sqlite3 (bit-exact doubles), --csv = --json for export,
 # whatif and compare, another application's SQLite file refused unchanged.
