@@ -201,3 +201,26 @@ TEST_CASE("compare: pairs configurations, sets the defining keys aside, differen
   CHECK(sel.table.rows.at(1).at(sel.table.column("diff")).get<double>() == 1);
   CHECK(sel.side_keys.at(0).key == "calibration");
 }
+
+TEST_CASE("compare: side keys are found per kind; runs of other kinds do not hide them", "[exports]") {
+  TempDir dir;
+  auto a = Database::open(dir.file("a.db"));
+  auto b = Database::open(dir.file("b.db"));
+  for (int w : {8, 16}) {
+    store(a, "whatif", {{"world", w}, {"calibration", "old"}}, {{"step_wall_ms", w}});
+    store(b, "whatif", {{"world", w}, {"calibration", "new"}}, {{"step_wall_ms", w + 1.0}});
+  }
+  // A deferral run lacks "calibration": over both kinds the key would have two values in A.
+  store(a, "deferral", {{"world", 16}, {"steps", 20}}, {{"deferred_fraction", 0.01}});
+  const auto c = compare_runs({&a, {}}, {&b, {}}, {});
+  CHECK(c.matched == 2);
+  CHECK(c.only_a == 1);
+  REQUIRE(c.side_keys.size() == 1);
+  CHECK(c.side_keys[0].key == "calibration");
+  // Nothing of a kind in common: the kind is what differs.
+  auto d = Database::open(dir.file("d.db"));
+  store(d, "deferral", {{"world", 16}, {"steps", 5}}, {{"deferred_fraction", 0.02}});
+  const auto none = compare_runs({&b, {}}, {&d, {}}, {});
+  CHECK(none.matched == 0);
+  CHECK(none.differing_keys == std::vector<std::string>{"kind"});
+}
