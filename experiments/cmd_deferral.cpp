@@ -53,8 +53,8 @@ int run_deferral(std::span<const std::string> args) {
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   opt::DeferralConfig base;
-  base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
-  base.fraction = fraction;
+  base.plan.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
+  base.plan.fraction = fraction;
   base.ef = ef;
   base.momentum_dtype = opt::parse_dtype(dtype, "--momentum-dtype");
   base.stream = opt::parse_norm_stream(norms, "--norms");
@@ -79,8 +79,8 @@ int run_deferral(std::span<const std::string> args) {
   for (std::int64_t w : world_list) {
     for (const auto& cf : recommend ? std::vector<std::optional<double>>{std::nullopt} : capacities) {
       opt::DeferralConfig c = base;
-      c.world = w;
-      c.capacity_factor = cf;
+      c.plan.world = w;
+      c.plan.capacity_factor = cf;
       opt::validate(c);
       configs.push_back(c);
     }
@@ -104,9 +104,10 @@ int run_deferral(std::span<const std::string> args) {
     std::fputs(row.c_str(), stdout);
   };
   for (const auto& c : configs) {
-    const std::string what = "world " + std::to_string(c.world) + " c ";
+    const std::string what = "world " + std::to_string(c.plan.world) + " c ";
     const auto show = [&](std::optional<double> cf) { bar.set_detail(what + (cf ? format("%.3f", *cf) : "auto")); };
-    if (!bar.visible()) log(cmd.common(), "deferral: " + model + " " + what + (c.capacity_factor ? std::to_string(*c.capacity_factor) : "auto"));
+    if (!bar.visible())
+      log(cmd.common(), "deferral: " + model + " " + what + (c.plan.capacity_factor ? std::to_string(*c.plan.capacity_factor) : "auto"));
     if (recommend) {
       std::int64_t started = 0;
       const opt::Recommendation r = opt::recommend_capacity(c, target, opt::kRecommendMaxC, opt::kRecommendResolution,
@@ -125,7 +126,7 @@ int run_deferral(std::span<const std::string> args) {
       bar.advance();
       continue;
     }
-    show(c.capacity_factor);
+    show(c.plan.capacity_factor);
     const opt::DeferralSummary s = opt::run_deferral(c);
     bar.advance();
     out.push_back(opt::to_json(c, s));

@@ -93,7 +93,7 @@ void add_step_results(RunRecord& record, const opt::NumericsCase& c, const opt::
     }
   }
   record.metrics.push_back({.name = "cpu_step_wall_ms", .value = wall_ms, .unit = "ms"});
-  for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.world)) {
+  for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.plan.world)) {
     record.gradient_row_stats.push_back({.step = s.step,
                                          .rows = s.rows,
                                          .cols = s.cols,
