@@ -196,7 +196,13 @@ Side index_side(const CompareSide& side, std::vector<StoredRun> runs,
       out.runs[it->second] = std::move(run);
     }
   }
-  out.metrics = metrics_by_run(*side.db, side.selection, out.runs);
+  // --metric m also loads m_lo and m_hi: its interval, folded into m's row.
+  RunSelection loading = side.selection;
+  for (const auto& m : side.selection.metrics) {
+    loading.metrics.push_back(m + "_lo");
+    loading.metrics.push_back(m + "_hi");
+  }
+  out.metrics = metrics_by_run(*side.db, loading, out.runs);
   return out;
 }
 

@@ -174,6 +174,11 @@ TEST_CASE("compare: pairs configurations, sets the defining keys aside, differen
   CHECK(at(3, "run_b") == newest);
   CHECK(at(3, "overlap") == false);  // [1595, 1605] and [1610, 1630]
   for (const auto& row : t.rows) CHECK(row.at(t.column("metric")) != "step_wall_ms_lo");
+  // --metric m brings m's interval along.
+  const auto only = compare_runs({&a, {.metrics = {"step_wall_ms"}}}, {&b, {.metrics = {"step_wall_ms"}}}, {});
+  REQUIRE(only.table.rows.size() == 2);
+  CHECK(only.table.rows[0].at(only.table.column("a_lo")).get<double>() == 795);
+  CHECK(only.table.rows[0].at(only.table.column("overlap")) == true);
 
   // A side without an interval is its point: 1600 lies outside [1610, 1630].
   auto p = Database::open(dir.file("p.db"));
