@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <numeric>
 #include <sstream>
 
 #include "common/error.hpp"
@@ -83,29 +84,29 @@ void select_rows(const GroupPlan& g, std::int64_t w, std::int64_t n, const std::
   }
 }
 
-GroupCounts simulate(const GroupPlan& g, std::int64_t gi, const std::vector<std::int64_t>& sampled,
-                     const SelectionQualityConfig& c, bool exact) {
-  const std::int64_t S = g.rows, C = g.cols, w = c.plan.world, n = static_cast<std::int64_t>(sampled.size());
-  auto rows = stream_momentum(stream_rows(c.stream, c.seed, 0, gi, sampled, S, C, w), S, C, c.ef, Dtype::float32, exact);
+// `n` matrices of group g held by `rows` (destination pools of g.pr matrices in order), `steps` steps.
+GroupCounts simulate(const GroupPlan& g, std::int64_t w, std::int64_t n, MomentumRows& rows, std::int64_t steps,
+                     int threads) {
+  const std::int64_t S = g.rows;
   std::vector<float> keys(at(n * S)), gkeys(g.path == Path::global ? at(n * S) : 0);
   std::vector<std::uint8_t> truth(at(n * S)), chosen(at(n * S));
   std::vector<StepCounts> counts(at(w));
   GroupCounts out;
-  out.hits_per_step.assign(at(c.steps), 0);
+  out.hits_per_step.assign(at(steps), 0);
   const double kt = static_cast<double>(g.k_tot);
-  for (std::int64_t t = 0; t < c.steps; ++t) {
-    rows->accumulate(t, keys, c.threads);  // fp32 momentum: these keys are the fp32 L1 truth keys
+  for (std::int64_t t = 0; t < steps; ++t) {
+    rows.accumulate(t, keys, threads);  // fp32 momentum: these keys are the fp32 L1 truth keys
     std::fill(truth.begin(), truth.end(), std::uint8_t{0});
     for (std::int64_t m = 0; m < n; ++m) {
       for (const std::int64_t i : top_k_rows(std::span<const float>(keys).subspan(at(m * S), at(S)), g.k_tot)) {
         truth[at(m * S + i)] = 1;
       }
     }
-    select_rows(g, w, n, keys, *rows, gkeys, chosen, counts, c.threads);
+    select_rows(g, w, n, keys, rows, gkeys, chosen, counts, threads);
     for (std::int64_t m = 0; m < n; ++m) {
       std::int64_t hits = 0;
       for (std::int64_t i = 0; i < S; ++i) {
-        if (chosen[at(m * S + i)] == 0 || !rows->decay(m, i)) continue;  // applied = kept and nonzero
+        if (chosen[at(m * S + i)] == 0 || !rows.decay(m, i)) continue;  // applied = kept and nonzero
         ++out.applied;
         hits += truth[at(m * S + i)];
       }
@@ -114,13 +115,55 @@ GroupCounts simulate(const GroupPlan& g, std::int64_t gi, const std::vector<std:
       out.hits_per_step[at(t)] += hits;
       out.min_share = std::min(out.min_share, share);
       if (t == 0) out.first_sum += share;
-      if (t == c.steps - 1) out.final_sum += share;
+      if (t == steps - 1) out.final_sum += share;
     }
   }
   return out;
 }
 
+GroupQuality describe(const GroupPlan& g) {
+  GroupQuality q;
+  q.rows = g.rows;
+  q.cols = g.cols;
+  q.N = g.N;
+  q.path = g.path;
+  q.routed = g.routed;
+  q.c = g.c;
+  q.k_tot = g.k_tot;
+  q.k = g.k;
+  q.measured = g.select_rows;
+  q.nominal_fraction = static_cast<double>(g.k_tot) / static_cast<double>(g.rows);
+  return q;
+}
+
+void finish(GroupQuality& q, const GroupCounts& r, std::int64_t steps) {
+  const auto n = static_cast<double>(q.sampled.size());
+  const double kt = static_cast<double>(q.k_tot);
+  q.truth_rows = static_cast<std::int64_t>(q.sampled.size()) * q.k_tot * steps;
+  q.hit_rows = r.hits;
+  q.applied_rows = r.applied;
+  q.overlap_first = r.first_sum / n;
+  q.overlap_final = r.final_sum / n;
+  q.overlap_mean = static_cast<double>(r.hits) / static_cast<double>(q.truth_rows);
+  q.overlap_min = r.min_share;
+  q.overlap_per_step.clear();
+  for (const std::int64_t h : r.hits_per_step) q.overlap_per_step.push_back(static_cast<double>(h) / (n * kt));
+  q.precision = r.applied > 0 ? static_cast<double>(r.hits) / static_cast<double>(r.applied) : 0.0;
+  q.effective_fraction = static_cast<double>(r.applied) / (n * static_cast<double>(q.rows) * static_cast<double>(steps));
+}
+
 }  // namespace
+
+GroupQuality measure_group(const GroupPlan& g, std::int64_t world, const GradientFill& grad, std::int64_t steps,
+                           double ef, int threads) {
+  GroupQuality q = describe(g);
+  if (!q.measured) return q;
+  q.sampled.resize(at(g.N));
+  std::iota(q.sampled.begin(), q.sampled.end(), std::int64_t{0});
+  const auto rows = exact_rows(g.N, g.rows, g.cols, ef, Dtype::float32, grad);
+  finish(q, simulate(g, world, g.N, *rows, steps, threads), steps);
+  return q;
+}
 
 RowsMode parse_rows_mode(std::string_view text, std::string_view flag) {
   if (text == "exact") return RowsMode::exact;
@@ -168,20 +211,9 @@ SelectionQuality measure_selection_quality(const SelectionQualityConfig& c) {
   out.fraction = c.plan.fraction;
   out.norms = c.stream.text;
   out.steps = c.steps;
-  std::vector<std::vector<std::int64_t>> samples;
   std::int64_t largest = 0, largest_rows = 0;
   for (const GroupPlan& g : plan.groups) {
-    GroupQuality q;
-    q.rows = g.rows;
-    q.cols = g.cols;
-    q.N = g.N;
-    q.path = g.path;
-    q.routed = g.routed;
-    q.c = g.c;
-    q.k_tot = g.k_tot;
-    q.k = g.k;
-    q.measured = g.select_rows;
-    q.nominal_fraction = static_cast<double>(g.k_tot) / static_cast<double>(g.rows);
+    GroupQuality q = describe(g);
     if (q.measured) {
       q.sampled = sample_matrices(g.N, g.path == Path::capped_packed ? g.pr : 1, g.rows, c.max_sampled_rows);
       const auto n = static_cast<std::int64_t>(q.sampled.size());
@@ -204,19 +236,13 @@ SelectionQuality measure_selection_quality(const SelectionQualityConfig& c) {
     GroupQuality& q = out.groups[gi];
     if (!q.measured) continue;
     const GroupPlan& g = plan.groups[gi];
-    const GroupCounts r = simulate(g, static_cast<std::int64_t>(gi), q.sampled, c, exact);
     const auto n = static_cast<double>(q.sampled.size());
     const double steps = static_cast<double>(c.steps), kt = static_cast<double>(g.k_tot);
-    q.truth_rows = static_cast<std::int64_t>(q.sampled.size()) * g.k_tot * c.steps;
-    q.hit_rows = r.hits;
-    q.applied_rows = r.applied;
-    q.overlap_first = r.first_sum / n;
-    q.overlap_final = r.final_sum / n;
-    q.overlap_mean = static_cast<double>(r.hits) / static_cast<double>(q.truth_rows);
-    q.overlap_min = r.min_share;
-    for (const std::int64_t h : r.hits_per_step) q.overlap_per_step.push_back(static_cast<double>(h) / (n * kt));
-    q.precision = r.applied > 0 ? static_cast<double>(r.hits) / static_cast<double>(r.applied) : 0.0;
-    q.effective_fraction = static_cast<double>(r.applied) / (n * static_cast<double>(g.rows) * steps);
+    auto rows = stream_momentum(stream_rows(c.stream, c.seed, 0, static_cast<std::int64_t>(gi), q.sampled, g.rows, g.cols,
+                                            c.plan.world),
+                                g.rows, g.cols, c.ef, Dtype::float32, exact);
+    const GroupCounts r = simulate(g, c.plan.world, static_cast<std::int64_t>(q.sampled.size()), *rows, c.steps, c.threads);
+    finish(q, r, c.steps);
     const double weight = static_cast<double>(g.N) / n;
     truth_w += weight * static_cast<double>(q.truth_rows);
     hits_w += weight * static_cast<double>(r.hits);

@@ -32,6 +32,7 @@
 
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
+#include "optimizer/momentum_rows.hpp"
 #include "optimizer/plan.hpp"
 
 namespace dionsim::opt {
@@ -98,6 +99,11 @@ struct SelectionQuality {
   bool sampled = false;       // some group was sampled (sampled_matrices < matrices)
   double wall_ms = 0.0;
 };
+
+// One shape group (g = plan_group(...) at `world`) with explicit gradients, every matrix, exact
+// rows, fp32 momentum: the unit the tests check against a brute-force count.
+[[nodiscard]] GroupQuality measure_group(const GroupPlan& g, std::int64_t world, const GradientFill& grad,
+                                         std::int64_t steps, double ef, int threads = 1);
 
 // Validates, plans (make_plan), then simulates every group's sample for config.steps steps.
 [[nodiscard]] SelectionQuality measure_selection_quality(const SelectionQualityConfig& config);
