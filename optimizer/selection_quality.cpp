@@ -193,10 +193,10 @@ void validate(const SelectionQualityConfig& c) {
   }
   if (c.threads < 1) throw_bad_usage("--threads", std::to_string(c.threads), "an integer >= 1");
   if (c.stream.kind == StreamKind::replay && (!c.stream.replay || c.stream.replay->groups.empty())) {
-    throw_bad_usage("--norms", c.stream.text, "replay:DB with gradient row statistics loaded from DB");
+    throw_bad_usage(c.stream_flag, c.stream.text, "replay:DB with gradient row statistics loaded from DB");
   }
   if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.plan.world) {
-    throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.plan.world) + ")");
+    throw_bad_usage(c.stream_flag, c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.plan.world) + ")");
   }
 }
 
@@ -286,6 +286,18 @@ std::vector<SelectionQuality> measure_scopes(const SelectionQualityConfig& confi
     out.push_back(measure_selection_quality(c));
   }
   return out;
+}
+
+const SelectionQuality& SelectionQualityCache::get(const PlanConfig& plan) {
+  std::ostringstream key;
+  key << std::hexfloat << plan.world << ' ' << to_string(plan.scope) << ' ' << plan.fraction << ' '
+      << (plan.capacity_factor ? *plan.capacity_factor : 0.0) << ' ' << to_string(plan.optimizer) << ' ' << plan.sharded
+      << ' ' << plan.momentum_bytes;
+  const auto it = done_.find(key.str());
+  if (it != done_.end()) return it->second;
+  SelectionQualityConfig c = base_;
+  c.plan = plan;
+  return done_.emplace(key.str(), measure_selection_quality(c)).first->second;
 }
 
 nlohmann::json to_json(const SelectionQuality& q) {

@@ -24,6 +24,7 @@
 // matrices of one destination), so a sample of whole pools per group measures the group exactly
 // (in the chosen representation); the result says how many were sampled.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,7 @@ struct SelectionQualityConfig {
   PlanConfig plan;            // world, scope, fraction, capacity_factor (nullopt = auto), optimizer, sharded
   Inventory inventory;
   NormStream stream;          // as `deferral --norms` (replay: the caller loads stream.replay)
+  std::string stream_flag = "--norms";  // the option that gave `stream`, for messages
   double ef = 0.95;           // Dion2 ef_decay / NorDion2 mu, in [0, 1]
   std::int64_t steps = 20;    // >= 1
   std::uint64_t seed = 0;     // gradient streams = deferral's trial 0 of this seed
@@ -112,6 +114,19 @@ struct SelectionQuality {
 // (nullopt = auto), all with the rest of `config`.
 [[nodiscard]] std::vector<SelectionQuality> measure_scopes(const SelectionQualityConfig& config,
                                                            const std::vector<std::optional<double>>& capacity_factors);
+
+// Selection quality depends on the plan configuration, the stream, steps and seed only, so a sweep
+// over fabrics, node sets or fwd/bwd asks for the same ones again: measured once per plan config.
+class SelectionQualityCache {
+ public:
+  explicit SelectionQualityCache(SelectionQualityConfig base) : base_(std::move(base)) {}
+  // base with `plan` (validated and measured on first use).
+  [[nodiscard]] const SelectionQuality& get(const PlanConfig& plan);
+
+ private:
+  SelectionQualityConfig base_;
+  std::map<std::string, SelectionQuality> done_;
+};
 
 // {"scope", "capacity_factor", "world", "fraction", "norms", "steps", "mode", "overlap_first",
 //  "overlap_mean", "overlap_min", "overlap_final", "overlap_per_step", "precision",
