@@ -62,6 +62,13 @@ struct SelectionQualityConfig {
 // (the truth is the fp32 L1 norm; bf16 momentum is not modelled here).
 void validate(const SelectionQualityConfig& config);
 
+// One sampled matrix over the steps.
+struct MatrixQuality {
+  std::int64_t index = 0;        // in the group
+  double overlap_mean = 0.0, overlap_min = 0.0, overlap_final = 0.0;
+  double effective_fraction = 0.0;
+};
+
 struct GroupQuality {
   std::int64_t rows = 0, cols = 0, N = 0;
   Path path = Path::single;
@@ -81,6 +88,7 @@ struct GroupQuality {
   double effective_fraction = 0.0;  // applied rows / rows per (matrix, step)
   double nominal_fraction = 0.0;    // k_tot / rows
   std::int64_t truth_rows = 0, applied_rows = 0, hit_rows = 0;  // sums over sampled matrices and steps
+  std::vector<MatrixQuality> matrices;  // per sampled matrix
 };
 
 struct SelectionQuality {
@@ -131,8 +139,9 @@ class SelectionQualityCache {
 // {"scope", "capacity_factor", "world", "fraction", "norms", "steps", "mode", "overlap_first",
 //  "overlap_mean", "overlap_min", "overlap_final", "overlap_per_step", "precision",
 //  "effective_fraction", "nominal_fraction", "sampled", "sampled_matrices", "matrices", "wall_ms",
-//  "groups": [{"rows", "cols", "N", "path", "routed", "c", "k", "k_tot", "measured", "sampled",
-//  "overlap_*", "precision", "effective_fraction", "nominal_fraction"}]}
+//  "groups": [{"rows", "cols", "N", "path", "routed", "c", "k", "k_tot", "measured",
+//  "sampled_matrices", "overlap_*", "precision", "effective_fraction", "nominal_fraction",
+//  "matrices": [{"index", "overlap_mean", "overlap_min", "overlap_final", "effective_fraction"}]}]}
 [[nodiscard]] nlohmann::json to_json(const SelectionQuality& q);
 
 }  // namespace dionsim::opt

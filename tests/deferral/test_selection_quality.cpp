@@ -186,6 +186,9 @@ TEST_CASE("selection quality: spec TV5, the three scopes on one uneven matrix") 
   CHECK(capped.applied_rows == 4);
   CHECK(capped.overlap_mean == Approx(4.0 / 6.0));
   CHECK(capped.precision == 1.0);
+  REQUIRE(capped.matrices.size() == 1);
+  CHECK(capped.matrices[0].overlap_mean == Approx(4.0 / 6.0));
+  CHECK(capped.matrices[0].effective_fraction == Approx(4.0 / 17.0));
   // auto (c = 2.22, B = 5) routes to global: exact.
   const GroupQuality routed = run(Scope::global_capped, std::nullopt);
   CHECK(routed.routed);
@@ -295,6 +298,14 @@ TEST_CASE("selection quality: every scope against a brute-force count, worlds 2-
       CHECK(q.hit_rows == b.hits);
       CHECK(q.overlap_min == Approx(b.overlap_min));
       CHECK(q.effective_fraction == Approx(static_cast<double>(b.applied) / static_cast<double>(N * S * steps)));
+      REQUIRE(q.matrices.size() == static_cast<std::size_t>(N));
+      double per_matrix = 0.0, lowest = 1.0;
+      for (const MatrixQuality& m : q.matrices) {
+        per_matrix += m.overlap_mean / static_cast<double>(N);
+        lowest = std::min(lowest, m.overlap_min);
+      }
+      CHECK(per_matrix == Approx(q.overlap_mean));
+      CHECK(lowest == Approx(b.overlap_min));
       ++cases;
       if (g.path == Path::global && b.hits < N * g.k_tot * steps) ++below_one_global;
       if (g.path == Path::capped_packed && b.applied < N * g.k_tot * steps) ++deferring;
