@@ -351,7 +351,7 @@ nlohmann::json to_json(const SelectionQuality& q) {
     }
     groups.push_back(std::move(j));
   }
-  return {{"scope", std::string(to_string(q.scope))},
+  nlohmann::json out = {{"scope", std::string(to_string(q.scope))},
           {"capacity_factor", capacity_factor_text(q.capacity_factor)},
           {"world", q.world},
           {"fraction", q.fraction},
@@ -371,6 +371,13 @@ nlohmann::json to_json(const SelectionQuality& q) {
           {"matrices", q.matrices},
           {"wall_ms", q.wall_ms},
           {"groups", std::move(groups)}};
+  if (q.matrices == 0) {  // no row-selecting group (column selection only): nothing was measured
+    for (const char* key : {"overlap_first", "overlap_mean", "overlap_min", "overlap_final", "precision",
+                            "effective_fraction", "nominal_fraction"}) {
+      out[key] = nullptr;
+    }
+  }
+  return out;
 }
 
 }  // namespace dionsim::opt

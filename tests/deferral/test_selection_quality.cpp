@@ -358,6 +358,25 @@ TEST_CASE("selection quality: stream runs — aggregation, sampling, routing, de
   CHECK(j.at("overlap_mean").get<double>() == all[1].overlap_mean);
 }
 
+TEST_CASE("selection quality: column selection is reported unmeasured, not as zero") {
+  // World 1, Dion2: a (256, 64) matrix selects columns (R > C, §1.4); (64, 64) selects rows.
+  SelectionQualityConfig c;
+  c.inventory.entries.push_back({"tall", 256, 64, 2});
+  c.plan = config(1, Scope::global, 0.25);
+  c.steps = 2;
+  const SelectionQuality only_columns = measure_selection_quality(c);
+  REQUIRE(only_columns.groups.size() == 1);
+  CHECK_FALSE(only_columns.groups[0].measured);
+  CHECK(only_columns.matrices == 0);
+  CHECK(to_json(only_columns).at("overlap_mean").is_null());
+  c.inventory.entries.push_back({"square", 64, 64, 2});
+  const SelectionQuality mixed = measure_selection_quality(c);
+  CHECK(mixed.matrices == 2);
+  CHECK(mixed.groups[1].path == Path::single);
+  CHECK(mixed.overlap_mean == 1.0);  // the whole matrix on one rank: the exact top-k
+  CHECK(mixed.effective_fraction == 0.25);
+}
+
 TEST_CASE("selection quality: bad input is refused by flag") {
   SelectionQualityConfig c;
   c.inventory = gpt_layout(64, 1);
