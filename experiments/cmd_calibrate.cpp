@@ -49,7 +49,9 @@ int run_calibrate(std::span<const std::string> args) {
       "trace (.json/.json.gz), measurement CSV, anchor CSV or nccl-tests stdout; repeatable for traces (one per rank)")(
       "dump-metrics", po::bool_switch(&dump),
       "print the metrics extracted per rank and step (traces), per configuration (CSV) or per row (nccl-tests)")(
-      "out", po::value(&out)->value_name("CALIB.json"), "write the fitted calibration to this file")(
+      "out", po::value(&out)->value_name("CALIB.json|DIR/"),
+      "write the fitted calibration to this file; a folder (an existing one, or ending in '/'): one <gpu>.json per "
+      "GPU of the selection")(
       "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
@@ -61,7 +63,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");
   // Checked before anything is read or fitted: an output that is one of the inputs (or the
   // database) would destroy it; a folder or a device cannot be replaced by a file.
-  if (!out.empty()) {
+  if (!out.empty() && !out.ends_with('/') && !std::filesystem::is_directory(out)) {
     std::vector<std::string> inputs = measured;
     if (!common.db.empty()) inputs.push_back(common.db);
     require_output_file(out, "--out", inputs);
@@ -91,29 +93,47 @@ int run_calibrate(std::span<const std::string> args) {
     }
     const std::string source = from_db ? common.db : measured.front();
     if (name.empty()) name = std::filesystem::path(source).filename().string();
-    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations");
-    const auto fit = analysis::fit_step_model(selected);
-    for (const auto& p : fit.unconstrained)
-      log(common, p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
-    for (const auto& p : fit.at_bound) log(common, p + ": ended on its bound (held there; stderr 0)");
     auto sources = std::vector<std::string>{source};
     for (const auto& w : where) sources.push_back("where " + w);
-    const auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
-    const auto in_sample = analysis::compare_predictions(selected, fit.parameters);
+    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations, per GPU");
+    const auto result = analysis::calibrate_by_hardware(selected, name, sources, tool);
+    for (const auto& s : result.skipped) log(common, "skipped " + s.reason);
+    for (const auto& c : result.fitted) {
+      for (const auto& p : c.fit.unconstrained)
+        log(common, c.fit.hardware + ": " + p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
+      for (const auto& p : c.fit.at_bound) log(common, c.fit.hardware + ": " + p + ": ended on its bound (held there; stderr 0)");
+    }
     if (db && !from_db)
       for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
-    save_calibration(common, db ? &*db : nullptr, calibration, name, sources, out);
-    if (common.json) {
+    // One calibration: --out is its file (or a folder); several: a folder, one <gpu>.json each.
+    const bool folder = !out.empty() && (out.ends_with('/') || std::filesystem::is_directory(out));
+    if (!out.empty() && !folder && result.fitted.size() > 1)
+      throw_bad_usage("--out", out, "a folder: the selection gives " + std::to_string(result.fitted.size()) +
+                                        " calibrations (one per GPU), written as FOLDER/<gpu>.json");
+    if (folder) require_output_folder(out, "--out");
+    json fitted = json::array();
+    for (const auto& c : result.fitted) {
+      const std::string file = folder ? (std::filesystem::path(out) / (c.fit.hardware + ".json")).string() : out;
+      save_calibration(common, db ? &*db : nullptr, c.calibration, c.calibration.name, sources, file);
       json rows = json::array();
-      for (const auto& r : in_sample) rows.push_back(analysis::to_json(r));
-      print_json({{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}});
-    } else {
-      print(analysis::calibration_table(calibration));
-      print(analysis::in_sample_table(in_sample));
+      for (const auto& r : c.in_sample) rows.push_back(analysis::to_json(r));
+      fitted.push_back({{"calibration", analysis::to_json(c.calibration)}, {"in_sample", rows}});
+      if (!common.json) print(analysis::calibration_table(c.calibration) + analysis::in_sample_table(c.in_sample));
+    }
+    json skipped = json::array();
+    for (const auto& s : result.skipped) skipped.push_back(analysis::to_json(s));
+    if (common.json) {
+      // One calibration keeps the shape {"calibration", "in_sample"}; several are a list.
+      json doc = fitted.size() == 1 ? fitted.front() : json{{"calibrations", fitted}};
+      doc["skipped"] = skipped;
+      print_json(doc);
+    } else if (!result.skipped.empty()) {
+      print(analysis::skipped_table(result.skipped));
     }
     return 0;
   }
   if (!where.empty()) throw UsageError("calibrate: --where applies to a measurement CSV or --db only");
+  if (!out.empty()) require_output_file(out, "--out", measured);  // one calibration: a file, not a folder
   const InputKind kind = analysis::detect_input_kind(measured.front());
   for (const auto& file : measured) {
     if (analysis::detect_input_kind(file) != kind)

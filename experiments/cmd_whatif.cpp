@@ -101,7 +101,10 @@ int run_whatif(std::span<const std::string> args) {
   base.hardware = cal.config.hardware.name;
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
   const sim::KernelModel kernels(cal.config, cal.measured);
-  const auto configs = sim::expand(study);
+  auto configs = sim::expand(study);
+  for (const auto& other : sim::apply_fabric_calibration(cal.step, study, configs))
+    log(common, "calibration '" + cal.name + "' was fitted on " + cal.step.fabric + ": on " + other +
+                    " its fabric parameters do not apply (the preset's NIC and all-to-all figures; GPU parameters only)");
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
 

@@ -51,6 +51,14 @@ std::string in_sample_table(const std::vector<PredictionRow>& rows) {
   return out;
 }
 
+std::string skipped_table(const std::vector<SkippedConfiguration>& skipped) {
+  std::string out = format("# skipped: %zu configurations not fitted\n%-56s %-10s %s\n", skipped.size(), "configuration",
+                           "hardware", "reason");
+  for (const auto& s : skipped)
+    out += format("%-56s %-10s %s\n", s.configuration.c_str(), s.hardware.c_str(), s.reason.c_str());
+  return out;
+}
+
 std::string json_rows_table(const std::string& title, const nlohmann::json& rows,
                             const std::vector<std::string>& columns) {
   std::string out = format("# %s\n", title.c_str());

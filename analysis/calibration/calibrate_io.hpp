@@ -21,6 +21,8 @@ enum class InputKind { trace, measurements, anchors, nccl_tests };
 [[nodiscard]] std::string calibration_table(const Calibration& c);
 // The in-sample comparison of a step-model fit: whatif with the fitted parameters vs the runs.
 [[nodiscard]] std::string in_sample_table(const std::vector<PredictionRow>& rows);
+// The configurations calibrate could not fit, with the reason.
+[[nodiscard]] std::string skipped_table(const std::vector<SkippedConfiguration>& skipped);
 // A titled table of JSON rows (objects holding every column): floats %.3f, integers, else JSON.
 [[nodiscard]] std::string json_rows_table(const std::string& title, const nlohmann::json& rows,
                                           const std::vector<std::string>& columns);

@@ -32,7 +32,7 @@ sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardwar
   // name alone is the file it was fitted from, which the user may never have seen.
   sim::KernelCalibration cal;
   try {
-    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw, fitted.fabric);
   } catch (const InputError& e) {
     throw InputError(path + ": calibration '" + fitted.name + "': " + e.what());
   }
