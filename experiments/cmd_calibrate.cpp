@@ -74,10 +74,24 @@ int run_calibrate(std::span<const std::string> args) {
 
   // The step-model fit: a measurement CSV, or the database's measured runs.
   const bool from_db = measured.empty();
-  if (from_db || analysis::detect_input_kind(measured.front()) == InputKind::measurements) {
-    if (!from_db && measured.size() > 1) throw_bad_usage("--measured", measured[1], "a single measurement CSV");
-    const auto all = from_db ? analysis::measured_configurations_from_db(*db)
-                             : analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
+  // A measurement CSV (or --db) with traces, nccl-tests logs or the anchors: one fit, the others'
+  // parameters held at their measured values (analysis::calibrate_by_hardware).
+  std::string csv;
+  std::vector<std::string> joined;
+  for (const auto& file : measured) {
+    if (analysis::detect_input_kind(file) != InputKind::measurements) {
+      joined.push_back(file);
+    } else if (!csv.empty()) {
+      throw_bad_usage("--measured", file, "a single measurement CSV");
+    } else {
+      csv = file;
+    }
+  }
+  if (from_db || !csv.empty()) {
+    if (dump && !joined.empty()) throw_bad_usage("--measured", joined.front(), "one kind of input with --dump-metrics");
+    const auto extra = analysis::calibrations_of_inputs(joined, tool);
+    const auto all = csv.empty() ? analysis::measured_configurations_from_db(*db)
+                                 : analysis::group_configurations(analysis::read_measurement_csv(csv));
     const auto selected = analysis::select_configurations(all, where);
     if (dump) {
       json dumped = json::array();
@@ -91,19 +105,20 @@ int run_calibrate(std::span<const std::string> args) {
       if (common.json) print_json(dumped);
       return 0;
     }
-    const std::string source = from_db ? common.db : measured.front();
+    const std::string source = csv.empty() ? common.db : csv;
     if (name.empty()) name = std::filesystem::path(source).filename().string();
     auto sources = std::vector<std::string>{source};
     for (const auto& w : where) sources.push_back("where " + w);
-    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations, per GPU");
-    const auto result = analysis::calibrate_by_hardware(selected, name, sources, tool);
+    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations, per GPU" +
+                    (joined.empty() ? "" : ", with the parameters of " + std::to_string(joined.size()) + " more inputs held"));
+    const auto result = analysis::calibrate_by_hardware(selected, name, sources, tool, {}, extra);
     for (const auto& s : result.skipped) log(common, "skipped " + s.reason);
     for (const auto& c : result.fitted) {
       for (const auto& p : c.fit.unconstrained)
         log(common, c.fit.hardware + ": " + p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
       for (const auto& p : c.fit.at_bound) log(common, c.fit.hardware + ": " + p + ": ended on its bound (held there; stderr 0)");
     }
-    if (db && !from_db)
+    if (db && !csv.empty())
       for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
     // One calibration: --out is its file (or a folder); several: a folder, one <gpu>.json each.
     const bool folder = !out.empty() && (out.ends_with('/') || std::filesystem::is_directory(out));

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/measured/kineto.hpp"
+#include "analysis/measured/kineto_io.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "common/files.hpp"
 #include "common/error.hpp"
@@ -30,6 +32,34 @@ InputKind detect_input_kind(const std::string& path) {
   throw_bad_input(path, "content", head.substr(first, 20),
                   "a profiler trace (JSON, optionally gzipped), a measurement CSV (header 'source,run,…'), an anchor "
                   "CSV (header 'what,world,…') or nccl-tests output");
+}
+
+std::vector<Calibration> calibrations_of_inputs(const std::vector<std::string>& files, const std::string& tool) {
+  std::vector<Calibration> out;
+  std::vector<KinetoTrace> traces;
+  std::vector<std::string> trace_files;
+  for (const auto& file : files) {
+    const std::string name = std::filesystem::path(file).filename().string();
+    switch (detect_input_kind(file)) {
+      case InputKind::trace:
+        traces.push_back(read_kineto_trace(file));
+        trace_files.push_back(file);
+        if (traces.back().device_name != traces.front().device_name)
+          throw_bad_input(file, "device", traces.back().device_name,
+                          "the GPU of the other traces (" + traces.front().device_name + ")");
+        break;
+      case InputKind::nccl_tests:
+        out.push_back(calibration_from_nccl_tests(read_nccl_tests_output(file), name, file, tool));
+        break;
+      case InputKind::anchors:
+        out.push_back(calibration_from_anchors(fit_anchors(read_anchors_csv(file)), name, file, tool));
+        break;
+      case InputKind::measurements:
+        throw_bad_input(file, "kind", "a measurement CSV", "one measurement CSV per invocation");
+    }
+  }
+  if (!traces.empty()) out.push_back(calibration_from_traces(traces, trace_files.front(), trace_files, tool));
+  return out;
 }
 
 std::string calibration_table(const Calibration& c) {

@@ -102,7 +102,7 @@ const std::vector<ParameterSpec> kParameters = {
     {"ns_gemm_isolated_overhead_us", "", "us", R::time, 0, 0, S::hardware, std::nullopt, ns_overhead,
      "fixed cost per NS GEMM (traces)"},
     {"nccl_all_to_all_w", "_algbw_GBps", "GB/s", R::throughput, 0, 0, S::fabric, std::nullopt, a2a_algbw,
-     "all-to-alls of world W pinned to this algorithm bandwidth (nccl-tests, anchors)"},
+     "all-to-alls of world W pinned to this algorithm bandwidth (anchors: _w<W>_, nccl-tests: _w<W>_n<N>_)"},
 };
 
 // %g: "0.5", "1e+300", "nan" — the value as a user would have written it.
@@ -132,7 +132,9 @@ const ParameterSpec* find_parameter(std::string_view name, std::string* suffix) 
     if (p.suffix != "*") {  // a numeric middle: nccl_all_to_all_w<W>_algbw_GBps
       if (!rest.ends_with(p.suffix)) continue;
       rest.remove_suffix(p.suffix.size());
-      if (!all_digits(rest)) continue;
+      // "<W>" (anchors) or "<W>_n<N>" (nccl-tests: W ranks on N hosts); the world pins.
+      const auto n = rest.find("_n");
+      if (!all_digits(rest.substr(0, n)) || (n != std::string_view::npos && !all_digits(rest.substr(n + 2)))) continue;
     }
     if (suffix) *suffix = std::string(rest);
     return &p;

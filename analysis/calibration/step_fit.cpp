@@ -53,6 +53,7 @@ class Predictor {
     const GpuPreset preset = preset_of(label_, where);
     hardware_ = preset.hardware;
     fabric_ = options.fabric.empty() ? preset.fabric : options.fabric;
+    fixed_ = options.fixed;
     hw_ = sim::hardware_preset(hardware_, "hardware");
     for (const auto& m : configs_) {  // one GPU for all, before anything else
       if (preset_of(m.config.hardware, m.config.label()).hardware != hardware_) {
@@ -109,8 +110,11 @@ class Predictor {
   [[nodiscard]] std::vector<sim::WhatifResult> predict(const std::map<std::string, double>& parameters) const {
     // One kernel model per NS variant: its own rates where the parameters have them.
     std::map<std::string, std::pair<sim::KernelCalibration, sim::KernelModel>> by_variant;
+    // Measured parameters (traces, nccl-tests, anchors) are held at their values under the fitted ones.
+    std::map<std::string, double> all = fixed_;
+    for (const auto& [k, value] : parameters) all[k] = value;
     for (const auto& v : variant_list_) {
-      auto cal = kernel_calibration_from_parameters("fit", label_, parameters_for_ns(parameters, v), hw_);
+      auto cal = kernel_calibration_from_parameters("fit", label_, parameters_for_ns(all, v), hw_);
       sim::KernelModel kernels(cal.config, cal.measured);
       by_variant.emplace(v, std::pair{std::move(cal), std::move(kernels)});
     }
@@ -120,6 +124,9 @@ class Predictor {
       sim::WhatifConfig w = base_[i];
       (void)sim::apply_step_calibration(cal.step, w);
       if (host_behind_[i]) w.host_ahead = false;
+      // An all-to-all measured at this world (nccl-tests, anchors) is replayed, as whatif does.
+      const auto pinned = cal.alltoall_algbw_GBps_by_world.find(w.shard_world());
+      if (pinned != cal.alltoall_algbw_GBps_by_world.end() && !w.alltoall_algbw_GBps) w.alltoall_algbw_GBps = pinned->second;
       if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // no step wall selected: it does not matter
       auto result = sim::run_whatif(w, inventories_.at(w.model), kernels);
       if (!collected_) collect_classes(result, i);
@@ -155,6 +162,7 @@ class Predictor {
   std::vector<bool> host_behind_;          // of each configuration: an optimizer step timed alone
   std::vector<std::string> variant_list_;  // distinct, in order of first appearance
   std::string label_, hardware_, fabric_;
+  std::map<std::string, double> fixed_;
   sim::Hardware hw_;
   mutable std::map<std::string, std::map<std::string, std::set<std::string>>> classes_;
   mutable bool collected_ = false;
@@ -372,6 +380,9 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     return central_jacobian([&](const Eigen::VectorXd& t) { return residuals(ps, t); }, theta, lo, hi, lm);
   };
 
+  // A parameter held at a measured value is not fitted.
+  params.erase(std::remove_if(params.begin(), params.end(), [&](const Param& q) { return options.fixed.contains(q.name); }),
+               params.end());
   // Parameters the selected runs do not constrain are left out.
   StepFitResult fit;
   fit.hardware = predictor.hardware();
@@ -491,7 +502,7 @@ RunsByHardware split_by_hardware(const std::vector<MeasuredConfiguration>& confi
 
 StepCalibrations calibrate_by_hardware(const std::vector<MeasuredConfiguration>& selected, const std::string& name,
                                        const std::vector<std::string>& sources, const std::string& tool,
-                                       const StepFitOptions& options) {
+                                       const StepFitOptions& options, const std::vector<Calibration>& measured) {
   const RunsByHardware split = split_by_hardware(selected);
   std::set<std::string> gpus;
   for (const auto& m : selected) {
@@ -500,13 +511,45 @@ StepCalibrations calibrate_by_hardware(const std::vector<MeasuredConfiguration>&
   }
   StepCalibrations out;
   out.skipped = split.skipped;
+  // Each measured calibration joins the fit of its GPU.
+  for (const auto& m : measured) {
+    const auto gpu = gpu_preset_of(m.hardware);
+    const bool joins = gpu && std::any_of(split.hardware.begin(), split.hardware.end(),
+                                          [&](const HardwareRuns& h) { return h.hardware == gpu->hardware; });
+    if (!joins) {
+      throw_bad_input(m.sources.empty() ? m.name : m.sources.front(), "hardware", m.hardware,
+                      "the GPU of a selected measured run (its parameters join that GPU's step-model fit)");
+    }
+  }
   for (const auto& h : split.hardware) {
     try {
       HardwareCalibration c;
-      c.fit = fit_step_model(h.configurations, options);
+      StepFitOptions o = options;
+      std::vector<std::string> all_sources = sources;
+      std::map<std::string, std::pair<CalibrationParameter, std::string>> held;  // name -> (value, source)
+      for (const auto& m : measured) {
+        if (gpu_preset_of(m.hardware)->hardware != h.hardware) continue;
+        for (const auto& src : m.sources) all_sources.push_back(src);
+        for (const auto& [pname, p] : m.parameters) {
+          if (held.contains(pname)) {
+            throw_bad_input(m.sources.empty() ? m.name : m.sources.front(), "parameters", pname,
+                            "each measured parameter from one input (also in " + held.at(pname).second + ")");
+          }
+          held[pname] = {p, m.sources.empty() ? m.name : m.sources.front()};
+          o.fixed[pname] = p.value;
+        }
+      }
+      c.fit = fit_step_model(h.configurations, o);
       c.calibration =
-          calibration_from_step_fit(c.fit, gpus.size() > 1 ? name + "-" + h.hardware : name, sources, tool);
-      c.in_sample = compare_predictions(h.configurations, c.fit.parameters, options);
+          calibration_from_step_fit(c.fit, gpus.size() > 1 ? name + "-" + h.hardware : name, all_sources, tool);
+      if (!held.empty()) {
+        c.calibration.method += "; held at their measured values (not fitted):";
+        for (const auto& [pname, p] : held) {
+          c.calibration.parameters[pname] = p.first;
+          c.calibration.method += " " + pname;
+        }
+      }
+      c.in_sample = compare_predictions(h.configurations, c.fit.parameters, o);
       out.fitted.push_back(std::move(c));
     } catch (const InputError& e) {
       for (const auto& m : h.configurations)

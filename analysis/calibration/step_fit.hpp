@@ -60,6 +60,11 @@ struct StepFitOptions {
   std::int64_t tokens_per_gpu = 16384;
   int max_iterations = 100;
   std::string fabric;  // fabric preset the runs are modelled on; "" = their GPU's default (gpu_preset_of)
+  // Measured parameters held at their values (not fitted) under the fitted ones: what traces,
+  // nccl-tests logs or the anchors gave (e.g. ns_gemm_isolated_tflops, nccl_all_to_all_w8_algbw_GBps).
+  // A fitted parameter they make irrelevant (ns_gemm_efficiency beside a traced NS rate) no
+  // longer moves any residual and is left out as unconstrained.
+  std::map<std::string, double> fixed;
 };
 
 struct StepFitResult {
@@ -115,6 +120,10 @@ struct PredictionRow;
 // (e.g. fewer fitted metrics than free parameters) joins the skipped list with the reason.
 // Calibrations are named `name` when the selection names one GPU, else "<name>-<gpu preset>".
 // InputError when nothing can be fitted (naming the first configuration skipped and why).
+// `measured`: calibrations of the same invocation's traces, nccl-tests logs or anchors; each joins
+// the fit of its GPU — its parameters held at their measured values in the fit (StepFitOptions::fixed)
+// and written into that GPU's calibration beside the fitted ones; InputError for one of a GPU
+// with no selected run, or a parameter two inputs both measured.
 struct HardwareCalibration {
   StepFitResult fit;
   Calibration calibration;
@@ -126,7 +135,8 @@ struct StepCalibrations {
 };
 [[nodiscard]] StepCalibrations calibrate_by_hardware(const std::vector<MeasuredConfiguration>& selected,
                                                      const std::string& name, const std::vector<std::string>& sources,
-                                                     const std::string& tool, const StepFitOptions& options = {});
+                                                     const std::string& tool, const StepFitOptions& options = {},
+                                                     const std::vector<Calibration>& measured = {});
 [[nodiscard]] nlohmann::json to_json(const SkippedConfiguration& skipped);
 
 struct PredictionRow {
