@@ -84,8 +84,12 @@ std::string in_sample_table(const std::vector<PredictionRow>& rows) {
 std::string skipped_table(const std::vector<SkippedConfiguration>& skipped) {
   std::string out = format("# skipped: %zu configurations not fitted\n%-56s %-10s %s\n", skipped.size(), "configuration",
                            "hardware", "reason");
-  for (const auto& s : skipped)
-    out += format("%-56s %-10s %s\n", s.configuration.c_str(), s.hardware.c_str(), s.reason.c_str());
+  for (const auto& s : skipped) {
+    // The reason names the configuration first (it is an error message): shown once.
+    const std::string prefix = s.configuration + ": ";
+    const std::string reason = s.reason.starts_with(prefix) ? s.reason.substr(prefix.size()) : s.reason;
+    out += format("%-56s %-10s %s\n", s.configuration.c_str(), s.hardware.c_str(), reason.c_str());
+  }
   return out;
 }
 
