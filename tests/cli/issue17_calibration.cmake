@@ -56,3 +56,13 @@ dionsim_cli_test(calibrate_csv_and_nccl_tests EXIT 0
 dionsim_cli_test(calibrate_csv_and_trace_other_gpu EXIT 3 MATCH "trace_local_rank0.json.gz: hardware: got 'NVIDIA H200', expected the GPU of a selected measured run"
                  ARGS calibrate --measured ${seed} --where run=1node-real-step --where run=2node-real-step
                       --measured ${DIONSIM_SHARED_DIR}/data/traces/trace_local_rank0.json.gz)
+# whatif --ns gram+triton: gram's plan with the calibration's gram+triton rates (the no-filter seed
+# calibration, calibration_seed_h100_all.json, written by `calibrate --measured seed-measurements.csv`).
+dionsim_cli_test(whatif_ns_variant EXIT 0 MATCH "\"calibration\": \"[^\"]*; ns gram\\+triton\".*\"host_launch_us\": 10\\.95"
+                 ARGS whatif --model gpt-1b --nodes 1 --scope local --ns gram+triton --json
+                      --calibration ${i17}/calibration_seed_h100_all.json)
+dionsim_cli_test(whatif_ns_variant_gram EXIT 0 MATCH "\"host_launch_us\": 16\\.34"
+                 ARGS whatif --model gpt-1b --nodes 1 --scope local --ns gram --json
+                      --calibration ${i17}/calibration_seed_h100_all.json)
+dionsim_cli_test(whatif_bad_ns_variant EXIT 2 MATCH "ns: got 'gram\\+', expected polar_express"
+                 ARGS whatif --model gpt-1b --nodes 1 --fwd-bwd-ms 100 --ns gram+)
