@@ -16,6 +16,7 @@
 #include "common/parse.hpp"
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
+#include "optimizer/selection_quality.hpp"
 #include "sim/whatif.hpp"
 #include "topologies/topology.hpp"
 #include "sim/whatif_calibration.hpp"
@@ -39,7 +40,7 @@ int run_whatif(std::span<const std::string> args) {
               "per-rank compute and collective streams, collectives simulated on the fabric.\n"
               "Fabric presets: " + topo_presets() + "\nGPU presets: " + sim::hardware_preset_list());
   sim::WhatifOptions o;
-  std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks;
+  std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks, quality_norms;
   std::int64_t layers = 0;
   const auto set = [](std::optional<double>& target) { return [&target](double v) { target = v; }; };
   // clang-format off
@@ -78,6 +79,9 @@ int run_whatif(std::span<const std::string> args) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
+      ("selection-quality", po::value(&quality_norms)->implicit_value("iid"),
+       "with --json: add each configuration's selection_quality (optimizer/selection_quality.hpp); "
+       "=STREAM picks the gradient stream as deferral --norms (default iid)")
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   // clang-format on
@@ -119,6 +123,21 @@ int run_whatif(std::span<const std::string> args) {
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
 
+  std::optional<opt::SelectionQualityCache> quality;
+  if (cmd.has("selection-quality")) {
+    if (!common.json) throw_bad_usage("--selection-quality", quality_norms, "together with --json (tables have no such column)");
+    opt::SelectionQualityConfig q;
+    q.inventory = inventory;
+    q.stream = opt::parse_norm_stream(quality_norms, "--selection-quality");
+    q.stream_flag = "--selection-quality";
+    if (q.stream.kind == opt::StreamKind::replay) (void)analysis::load_replay(q.stream);
+    q.seed = common.seed;
+    for (const auto& c : configs) {  // every configuration, before any work
+      q.plan = c.plan_config();
+      opt::validate(q);
+    }
+    quality.emplace(std::move(q));
+  }
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
   bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
@@ -139,6 +158,7 @@ int run_whatif(std::span<const std::string> args) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
       row["optimizer_collectives"] = sim::collectives_json(result);
+      if (quality) row["selection_quality"] = opt::to_json(quality->get(config.plan_config()));
       rows.push_back(std::move(row));
     } else {
       if (!header_printed) std::cout << sim::table_header() << '\n';

@@ -17,7 +17,7 @@ namespace dionsim::kernels {
 
 struct MeasureConfig {
   std::string model = "gpt-5120x8";
-  opt::StepConfig step;  // world = GPUs used (one process drives them all)
+  opt::StepConfig step;  // step.plan.world = GPUs used (one process drives them all)
   int steps = 10;
   int warmup = 3;
   std::uint64_t seed = 0;

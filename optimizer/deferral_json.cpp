@@ -5,8 +5,6 @@
 
 namespace dionsim::opt {
 
-namespace {
-
 nlohmann::json config_json(const DeferralConfig& c) {
   nlohmann::json j = {{"model", c.inventory.name},
           {"optimizer", std::string(to_string(c.plan.optimizer))},
@@ -22,8 +20,6 @@ nlohmann::json config_json(const DeferralConfig& c) {
   if (c.momentum_dtype != Dtype::float32) j["momentum_dtype"] = std::string(to_string(c.momentum_dtype));
   return j;
 }
-
-}  // namespace
 
 nlohmann::json to_json(const DeferralConfig& c, const DeferralSummary& s) {
   nlohmann::json j = config_json(c);
