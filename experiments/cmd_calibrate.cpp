@@ -19,6 +19,7 @@
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
+#include "common/table.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 
@@ -30,6 +31,17 @@ using nlohmann::json;
 using analysis::InputKind;
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
+
+// --csv of a calibration: its parameters, one row each (the JSON's calibration.parameters map),
+// then the in-sample rows when there are any (stacked with a "table" column).
+std::vector<Table> calibration_tables(const json& calibration, const json& in_sample = json::array()) {
+  std::vector<Table> tables{table_from_map("parameters", calibration["parameters"], "parameter")};
+  if (!in_sample.empty()) {
+    tables.push_back(tables_from_json(in_sample).front());
+    tables.back().name = "in_sample";
+  }
+  return tables;
+}
 
 }  // namespace
 
@@ -56,6 +68,7 @@ int run_calibrate(std::span<const std::string> args) {
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
       "values are alternatives, different keys must all match");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -97,12 +110,12 @@ int run_calibrate(std::span<const std::string> args) {
       json dumped = json::array();
       for (const auto& g : selected) {
         dumped.push_back(analysis::to_json(g));
-        if (common.json) continue;
+        if (common.machine()) continue;
         std::printf("%s:", g.config.label().c_str());
         for (const auto& [metric, value] : g.metrics) std::printf(" %s=%g", metric.c_str(), value);
         std::printf("\n");
       }
-      if (common.json) print_json(dumped);
+      if (common.machine()) print_result(common, dumped);
       return 0;
     }
     const std::string source = csv.empty() ? common.db : csv;
@@ -127,21 +140,30 @@ int run_calibrate(std::span<const std::string> args) {
                                         " calibrations (one per GPU), written as FOLDER/<gpu>.json");
     if (folder) require_output_folder(out, "--out");
     json fitted = json::array();
+    std::vector<Table> tables;
     for (const auto& c : result.fitted) {
       const std::string file = folder ? (std::filesystem::path(out) / (c.fit.hardware + ".json")).string() : out;
       save_calibration(common, db ? &*db : nullptr, c.calibration, c.calibration.name, sources, file);
       json rows = json::array();
       for (const auto& r : c.in_sample) rows.push_back(analysis::to_json(r));
       fitted.push_back({{"calibration", analysis::to_json(c.calibration)}, {"in_sample", rows}});
-      if (!common.json) print(analysis::calibration_table(c.calibration) + analysis::in_sample_table(c.in_sample));
+      for (auto& t : calibration_tables(fitted.back()["calibration"], rows)) {
+        if (result.fitted.size() > 1) t.name = c.fit.hardware + "_" + t.name;
+        tables.push_back(std::move(t));
+      }
+      if (!common.machine()) print(analysis::calibration_table(c.calibration) + analysis::in_sample_table(c.in_sample));
     }
     json skipped = json::array();
     for (const auto& s : result.skipped) skipped.push_back(analysis::to_json(s));
-    if (common.json) {
+    if (common.machine()) {
       // One calibration keeps the shape {"calibration", "in_sample"}; several are a list.
       json doc = fitted.size() == 1 ? fitted.front() : json{{"calibrations", fitted}};
       doc["skipped"] = skipped;
-      print_json(doc);
+      if (!skipped.empty()) {
+        tables.push_back(tables_from_json(skipped).front());
+        tables.back().name = "skipped";
+      }
+      print_result(common, doc, tables);
     } else if (!result.skipped.empty()) {
       print(analysis::skipped_table(result.skipped));
     }
@@ -157,7 +179,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (kind != InputKind::trace && measured.size() > 1)
     throw_bad_usage("--measured", measured[1], "a single non-trace file");
   if (name.empty()) name = std::filesystem::path(measured.front()).filename().string();
-  const bool table = !common.json;
+  const bool table = !common.machine();
 
   json dumped = json::array();
   analysis::Calibration calibration;
@@ -183,14 +205,14 @@ int run_calibrate(std::span<const std::string> args) {
     calibration = analysis::calibration_from_anchors(fits, name, measured.front(), tool);
   }
   if (dump) {
-    if (!table) print_json(dumped);
+    if (!table) print_result(common, dumped);
     return 0;
   }
   save_calibration(common, db ? &*db : nullptr, calibration, name, measured, out);
   if (table)
     print(analysis::calibration_table(calibration));
   else
-    print_json(analysis::to_json(calibration));
+    print_result(common, analysis::to_json(calibration), calibration_tables(analysis::to_json(calibration)));
   return 0;
 }
 

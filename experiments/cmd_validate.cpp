@@ -96,6 +96,7 @@ int run_validate(std::span<const std::string> args) {
       "in-sample", po::bool_switch(&in_sample), "also fit on all selected configurations and compare in-sample")(
       "calibration", po::value(&calibration)->value_name("CAL"),
       "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -127,8 +128,8 @@ int run_validate(std::span<const std::string> args) {
                 analysis::OnExisting::replace);
       log(common, "recorded the validation in " + common.db);
     }
-    if (common.json) {
-      print_json({{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)}});
+    if (common.machine()) {
+      print_result(common, {{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)}});
       return 0;
     }
     const std::string title = "predicted with calibration '" + cal.name + "' (not fitted on these runs)";
@@ -155,8 +156,8 @@ int run_validate(std::span<const std::string> args) {
     db->store(rec, analysis::OnExisting::replace);
     log(common, "recorded the validation in " + common.db);
   }
-  if (common.json) {
-    print_json(result);
+  if (common.machine()) {
+    print_result(common, result);
     return 0;
   }
   if (in_sample) {

@@ -85,6 +85,7 @@ int run_whatif(std::span<const std::string> args) {
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   // clang-format on
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (cmd.has("layers")) o.layers = layers;
@@ -154,7 +155,7 @@ int run_whatif(std::span<const std::string> args) {
       db->store(analysis::whatif_record(result, config_json, common.seed),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
-    if (common.json) {
+    if (common.machine()) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
       row["optimizer_collectives"] = sim::collectives_json(result);
@@ -172,7 +173,7 @@ int run_whatif(std::span<const std::string> args) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");
   }
-  if (common.json) print_json(rows);
+  if (common.machine()) print_result(common, rows);
   return 0;
 }
 

@@ -287,11 +287,19 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
   return out;
 }
 
-Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max, double resolution) {
+std::int64_t recommend_max_evaluations(double c_max, double resolution) {
+  std::int64_t n = 2;
+  for (double a = 1.0, b = c_max; b - a > resolution; b = 0.5 * (a + b)) ++n;  // the widths of the bisection
+  return n;
+}
+
+Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max, double resolution,
+                                  const EvaluationHook& before_each) {
   Recommendation rec;
   rec.world = config.plan.world;
   DeferralConfig c = config;
   auto eval = [&](double cf) {
+    if (before_each) before_each(cf);
     c.plan.capacity_factor = cf;
     ++rec.evaluations;
     return run_deferral(c);

@@ -120,7 +120,15 @@ struct Recommendation {
 };
 // Smallest c in [1, c_max] (to `resolution`) whose simulated deferral <= target, by bisection
 // (deferral is non-increasing in c: B = ceil(c * pr * k) only grows; same seed = same gradients).
-[[nodiscard]] Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max = 4.0,
-                                                double resolution = 0.005);
+// `before_each` hears the c of every simulation before it runs (a progress bar).
+inline constexpr double kRecommendMaxC = 4.0, kRecommendResolution = 0.005;
+using EvaluationHook = std::function<void(double capacity_factor)>;
+[[nodiscard]] Recommendation recommend_capacity(const DeferralConfig& config, double target,
+                                                double c_max = kRecommendMaxC,
+                                                double resolution = kRecommendResolution,
+                                                const EvaluationHook& before_each = {});
+// The most simulations recommend_capacity runs: c_max, c = 1, then the bisection's steps.
+[[nodiscard]] std::int64_t recommend_max_evaluations(double c_max = kRecommendMaxC,
+                                                     double resolution = kRecommendResolution);
 
 }  // namespace dionsim::opt
