@@ -89,7 +89,9 @@ int run_calibrate(std::span<const std::string> args) {
       "trace (.json/.json.gz), measurement CSV, anchor CSV or nccl-tests stdout; repeatable for traces (one per rank)")(
       "dump-metrics", po::bool_switch(&dump),
       "print the metrics extracted per rank and step (traces), per configuration (CSV) or per row (nccl-tests)")(
-      "out", po::value(&out)->value_name("CALIB.json"), "write the fitted calibration to this file")(
+      "out", po::value(&out)->value_name("CALIB.json|DIR/"),
+      "write the fitted calibration to this file; a folder (an existing one, or ending in '/'): one <gpu>.json per "
+      "GPU of the selection")(
       "name", po::value(&name)->value_name("NAME"), "name of the calibration (default: the first input's file name)")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
@@ -106,7 +108,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");
   // Checked before anything is read or fitted: an output that is one of the inputs (or the
   // database) would destroy it; a folder or a device cannot be replaced by a file.
-  if (!out.empty()) {
+  if (!out.empty() && !out.ends_with('/') && !std::filesystem::is_directory(out)) {
     std::vector<std::string> inputs = measured;
     if (!common.db.empty()) inputs.push_back(common.db);
     require_output_file(out, "--out", inputs);
@@ -117,10 +119,24 @@ int run_calibrate(std::span<const std::string> args) {
 
   // The step-model fit: a measurement CSV, or the database's measured runs.
   const bool from_db = measured.empty();
-  if (from_db || analysis::detect_input_kind(measured.front()) == InputKind::measurements) {
-    if (!from_db && measured.size() > 1) throw_bad_usage("--measured", measured[1], "a single measurement CSV");
-    const auto all = from_db ? analysis::measured_configurations_from_db(*db)
-                             : analysis::group_configurations(analysis::read_measurement_csv(measured.front()));
+  // A measurement CSV (or --db) with traces, nccl-tests logs or the anchors: one fit, the others'
+  // parameters held at their measured values (analysis::calibrate_by_hardware).
+  std::string csv;
+  std::vector<std::string> joined;
+  for (const auto& file : measured) {
+    if (analysis::detect_input_kind(file) != InputKind::measurements) {
+      joined.push_back(file);
+    } else if (!csv.empty()) {
+      throw_bad_usage("--measured", file, "a single measurement CSV");
+    } else {
+      csv = file;
+    }
+  }
+  if (from_db || !csv.empty()) {
+    if (dump && !joined.empty()) throw_bad_usage("--measured", joined.front(), "one kind of input with --dump-metrics");
+    const auto extra = analysis::calibrations_of_inputs(joined, tool);
+    const auto all = csv.empty() ? analysis::measured_configurations_from_db(*db)
+                                 : analysis::group_configurations(analysis::read_measurement_csv(csv));
     const auto selected = analysis::select_configurations(all, where);
     if (dump) {
       json dumped = json::array();
@@ -134,32 +150,59 @@ int run_calibrate(std::span<const std::string> args) {
       if (common.machine()) print_result(common, dumped);
       return 0;
     }
-    const std::string source = from_db ? common.db : measured.front();
+    const std::string source = csv.empty() ? common.db : csv;
     if (name.empty()) name = std::filesystem::path(source).filename().string();
-    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations");
-    const auto fit = analysis::fit_step_model(selected);
-    for (const auto& p : fit.unconstrained)
-      log(common, p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
-    for (const auto& p : fit.at_bound) log(common, p + ": ended on its bound (held there; stderr 0)");
     auto sources = std::vector<std::string>{source};
     for (const auto& w : where) sources.push_back("where " + w);
-    const auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
-    const auto in_sample = analysis::compare_predictions(selected, fit.parameters);
-    if (db && !from_db)
+    log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations, per GPU" +
+                    (joined.empty() ? "" : ", with the parameters of " + std::to_string(joined.size()) + " more inputs held"));
+    const auto result = analysis::calibrate_by_hardware(selected, name, sources, tool, {}, extra);
+    for (const auto& s : result.skipped) log(common, "skipped " + s.reason);
+    for (const auto& c : result.fitted) {
+      for (const auto& p : c.fit.unconstrained)
+        log(common, c.fit.hardware + ": " + p + ": not constrained by the selected runs; left out (whatif keeps its preset)");
+      for (const auto& p : c.fit.at_bound) log(common, c.fit.hardware + ": " + p + ": ended on its bound (held there; stderr 0)");
+    }
+    if (db && !csv.empty())
       for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
-    save_calibration(common, db ? &*db : nullptr, calibration, name, sources, out);
-    if (common.machine()) {
+    // One calibration: --out is its file (or a folder); several: a folder, one <gpu>.json each.
+    const bool folder = !out.empty() && (out.ends_with('/') || std::filesystem::is_directory(out));
+    if (!out.empty() && !folder && result.fitted.size() > 1)
+      throw_bad_usage("--out", out, "a folder: the selection gives " + std::to_string(result.fitted.size()) +
+                                        " calibrations (one per GPU), written as FOLDER/<gpu>.json");
+    if (folder) require_output_folder(out, "--out");
+    json fitted = json::array();
+    std::vector<Table> tables;
+    for (const auto& c : result.fitted) {
+      const std::string file = folder ? (std::filesystem::path(out) / (c.fit.hardware + ".json")).string() : out;
+      save_calibration(common, db ? &*db : nullptr, c.calibration, c.calibration.name, sources, file);
       json rows = json::array();
-      for (const auto& r : in_sample) rows.push_back(analysis::to_json(r));
-      const json result = {{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}};
-      print_result(common, result, calibration_tables(result["calibration"], rows));
-    } else {
-      print(analysis::calibration_table(calibration));
-      print(analysis::in_sample_table(in_sample));
+      for (const auto& r : c.in_sample) rows.push_back(analysis::to_json(r));
+      fitted.push_back({{"calibration", analysis::to_json(c.calibration)}, {"in_sample", rows}});
+      for (auto& t : calibration_tables(fitted.back()["calibration"], rows)) {
+        if (result.fitted.size() > 1) t.name = c.fit.hardware + "_" + t.name;
+        tables.push_back(std::move(t));
+      }
+      if (!common.machine()) print(analysis::calibration_table(c.calibration) + analysis::in_sample_table(c.in_sample));
+    }
+    json skipped = json::array();
+    for (const auto& s : result.skipped) skipped.push_back(analysis::to_json(s));
+    if (common.machine()) {
+      // One calibration keeps the shape {"calibration", "in_sample"}; several are a list.
+      json doc = fitted.size() == 1 ? fitted.front() : json{{"calibrations", fitted}};
+      doc["skipped"] = skipped;
+      if (!skipped.empty()) {
+        tables.push_back(tables_from_json(skipped).front());
+        tables.back().name = "skipped";
+      }
+      print_result(common, doc, tables);
+    } else if (!result.skipped.empty()) {
+      print(analysis::skipped_table(result.skipped));
     }
     return 0;
   }
   if (!where.empty()) throw UsageError("calibrate: --where applies to a measurement CSV or --db only");
+  if (!out.empty()) require_output_file(out, "--out", measured);  // one calibration: a file, not a folder
   const InputKind kind = analysis::detect_input_kind(measured.front());
   for (const auto& file : measured) {
     if (analysis::detect_input_kind(file) != kind)

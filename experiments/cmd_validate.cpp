@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/parameters.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
@@ -61,10 +62,16 @@ analysis::Calibration load_calibration(const std::string& name_or_path, const an
     throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
   }
   analysis::Calibration cal = stored ? std::move(*stored) : analysis::read_calibration(name_or_path);
+  const auto gpu = analysis::gpu_preset_of(cal.hardware);
   for (const auto& c : selected) {
-    if (c.config.hardware != cal.hardware) {
+    const auto runs = analysis::gpu_preset_of(c.config.hardware);
+    if (!gpu || !runs || runs->hardware != gpu->hardware) {
       throw_bad_input(name_or_path, "hardware", cal.hardware,
                       "the GPU of the selected runs ('" + c.config.hardware + "' in " + c.config.label() + ")");
+    }
+    if (cal.fabric != runs->fabric) {  // the runs are modelled on their GPU's default fabric
+      throw_bad_input(name_or_path, "fabric", cal.fabric,
+                      "the fabric the selected runs are modelled on (" + runs->fabric + ")");
     }
   }
   return cal;
@@ -98,7 +105,14 @@ int run_validate(std::span<const std::string> args) {
   if (!common.db.empty()) db = analysis::Database::open(common.db);
   const auto all = measured.empty() ? analysis::measured_configurations_from_db(*db)
                                     : analysis::group_configurations(analysis::read_measurement_csv(measured));
-  const auto selected = analysis::select_configurations(all, where);
+  // Validation fits one GPU at a time (calibrate fits each GPU of a selection separately).
+  const auto split = analysis::split_by_hardware(analysis::select_configurations(all, where));
+  for (const auto& s : split.skipped) log(common, "skipped " + s.reason);
+  if (split.hardware.empty()) throw InputError(split.skipped.front().reason + " (nothing selected can be fitted)");
+  if (split.hardware.size() > 1)
+    throw_bad_usage("--where", "", "conditions that select the runs of one GPU (validate fits one GPU; e.g. --where hardware='" +
+                                       split.hardware.front().configurations.front().config.hardware + "')");
+  const auto& selected = split.hardware.front().configurations;
 
   if (!calibration.empty()) {
     if (in_sample) throw UsageError("validate: --in-sample fits, --calibration does not; give one of them");

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "analysis/measured/measurements.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
@@ -46,7 +47,7 @@ int run_whatif(std::span<const std::string> args) {
   cmd.options().add_options()
       ("model", po::value(&o.model)->required(), "seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or inventory.json")
       ("optimizer", po::value(&o.optimizer)->default_value(o.optimizer), "dion2 | nordion2")
-      ("ns", po::value(&o.ns)->default_value(o.ns), "polar_express | newton_schulz5 | gram (NS FLOP model)")
+      ("ns", po::value(&o.ns)->default_value(o.ns), "polar_express | newton_schulz5 | gram (NS FLOP model), optionally +implementation (gram+triton: a calibration's rates of that variant)")
       ("scope", po::value(&o.scopes)->default_value(o.scopes), "list of local, global, global_capped")
       ("fraction", po::value(&o.fractions)->default_value(o.fractions), "list of fractions in (0, 1]")
       ("capacity-factor", po::value(&o.capacities)->default_value(o.capacities), "list for global_capped: auto or >= 1")
@@ -96,7 +97,16 @@ int run_whatif(std::span<const std::string> args) {
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
   const analysis::Note note = [&common](const std::string& line) { log(common, line); };
-  if (!calibration.empty()) cal = analysis::load_whatif_calibration(calibration, hw, db ? &*db : nullptr, common.db, note);
+  // --ns: numerics (the plan's FLOPs) + implementation ("gram+triton": a calibration's rates of that variant).
+  std::string ns_variant;
+  try {
+    ns_variant = analysis::parse_ns_variant(o.ns, "--ns").text();
+  } catch (const InputError& e) {
+    throw UsageError(e.what());
+  }
+  o.ns = ns_variant.substr(0, ns_variant.find('+'));
+  if (!calibration.empty())
+    cal = analysis::load_whatif_calibration(calibration, hw, db ? &*db : nullptr, common.db, note, ns_variant);
   auto study = sim::make_study(o);
   sim::apply_step_calibration(cal.step, study);
   auto& base = study.base;
@@ -105,8 +115,12 @@ int run_whatif(std::span<const std::string> args) {
   study.alltoall_algbw_GBps_by_world = cal.alltoall_algbw_GBps_by_world;
   base.hardware = cal.config.hardware.name;
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
+  if (ns_variant != o.ns) base.calibration += "; ns " + ns_variant;  // the variant's rates (config.ns: its numerics)
   const sim::KernelModel kernels(cal.config, cal.measured);
-  const auto configs = sim::expand(study);
+  auto configs = sim::expand(study);
+  for (const auto& other : sim::apply_fabric_calibration(cal.step, study, configs))
+    log(common, "calibration '" + cal.name + "' was fitted on " + cal.step.fabric + ": on " + other +
+                    " its fabric parameters do not apply (the preset's NIC and all-to-all figures; GPU parameters only)");
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
 

@@ -328,7 +328,8 @@ def load_calibration(db_path):
 
 def run_sweep(exe, cal, config, params, path, spec):
     """(column, scope, nodes) -> (step wall, optimizer wall) with `params` as the calibration."""
-    doc = {k: cal[k] for k in ("schema_version", "name", "hardware", "provenance")}
+    # "fabric" (schema 3): where the fabric parameters apply; whatif keeps presets on other fabrics.
+    doc = {k: cal[k] for k in ("schema_version", "name", "hardware", "fabric", "provenance") if k in cal}
     doc["parameters"] = {k: {"value": v, "stderr": 0.0, "units": cal["parameters"][k]["units"]} for k, v in params.items()}
     with open(path, "w") as f:
         json.dump(doc, f)

@@ -1,5 +1,6 @@
 #include "sim/whatif_calibration.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -113,13 +114,15 @@ KernelCalibration load_kernel_calibration(const std::string& path, const Hardwar
 }
 
 
-void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
+bool calibrated_fabric(const StepCalibration& step, const topo::FabricSpec& fabric) {
+  if (step.fabric.empty()) return true;
+  return fabric.name.substr(0, fabric.name.find('@')) == step.fabric;  // "h100-ndr400@25" is h100-ndr400
+}
+
+namespace {
+
+void apply_gpu_part(const StepCalibration& step, WhatifConfig& config) {
   if (step.fwd_bwd_ms && !config.fwd_bwd_ms && !config.mfu) config.fwd_bwd_ms = step.fwd_bwd_ms;
-  if (step.nic_efficiency) config.fabric.nic_efficiency = *step.nic_efficiency;
-  if (step.alltoall_intra_efficiency) config.alltoall_intra_efficiency = *step.alltoall_intra_efficiency;
-  if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
-  if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
-  if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
   if (step.collective_hbm_slowdown && !config.collective_hbm_slowdown)
     config.collective_hbm_slowdown = step.collective_hbm_slowdown;
   if (step.host_launch_us && config.host_launch_us == 0.0) {
@@ -128,11 +131,39 @@ void apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
   }
 }
 
-void apply_step_calibration(const StepCalibration& step, WhatifStudy& study) {
-  apply_step_calibration(step, study.base);
-  if (step.nic_efficiency) {
-    for (auto& f : study.fabrics) f.nic_efficiency = *step.nic_efficiency;
+void apply_fabric_part(const StepCalibration& step, WhatifConfig& config) {
+  if (step.nic_efficiency) config.fabric.nic_efficiency = *step.nic_efficiency;
+  if (step.alltoall_intra_efficiency) config.alltoall_intra_efficiency = *step.alltoall_intra_efficiency;
+  if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
+  if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
+  if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
+}
+
+}  // namespace
+
+bool apply_step_calibration(const StepCalibration& step, WhatifConfig& config) {
+  apply_gpu_part(step, config);
+  if (!calibrated_fabric(step, config.fabric)) return false;
+  apply_fabric_part(step, config);
+  return true;
+}
+
+void apply_step_calibration(const StepCalibration& step, WhatifStudy& study) { apply_gpu_part(step, study.base); }
+
+std::vector<std::string> apply_fabric_calibration(const StepCalibration& step, const WhatifStudy& study,
+                                                  std::vector<WhatifConfig>& configs) {
+  std::vector<std::string> others;
+  for (auto& c : configs) {
+    if (calibrated_fabric(step, c.fabric)) {
+      apply_fabric_part(step, c);
+      continue;
+    }
+    // The calibration's measured all-to-all bandwidths are of its fabric too.
+    if (!study.base.alltoall_algbw_GBps) c.alltoall_algbw_GBps.reset();
+    c.calibration += "; not on " + step.fabric + ": GPU parameters only";
+    if (std::find(others.begin(), others.end(), c.fabric.name) == others.end()) others.push_back(c.fabric.name);
   }
+  return others;
 }
 
 }  // namespace dionsim::sim

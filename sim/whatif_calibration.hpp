@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "sim/kernel_model.hpp"
+#include "topologies/topology.hpp"
 
 namespace dionsim::sim {
 
@@ -39,6 +40,12 @@ struct StepCalibration {
   std::optional<double> rank_skew_ms;  // WhatifConfig::rank_skew_ms unless the command line set it
   std::optional<double> collective_hbm_slowdown;  // likewise WhatifConfig::collective_hbm_slowdown
   std::optional<double> host_launch_us;  // WhatifConfig::host_launch_us unless the command line set it
+  // The fabric preset the calibration was fitted on: the fabric-scoped values (NIC and all-to-all
+  // efficiencies, all-to-all latency, rank skew, measured all-to-all bandwidths) apply to
+  // configurations on that fabric only — a NIC efficiency fitted on InfiniBand says nothing about
+  // EFA. A fabric matches by its preset name (an overridden NIC bandwidth, "h100-ndr400@25", is
+  // still that fabric: X GB/s × the fitted efficiency). "" = every fabric (kernel calibrations).
+  std::string fabric;
 };
 
 inline constexpr const char* kKernelCalibrationSchema = "dionsim.kernel-calibration/1";
@@ -52,11 +59,22 @@ struct KernelCalibration {
   StepCalibration step;
 };
 
-// Sets the fitted values on a configuration: the all-to-all calibration, the fabric's
-// nic_efficiency, and fwd_bwd_ms when the configuration has neither fwd_bwd_ms nor mfu.
-void apply_step_calibration(const StepCalibration& step, WhatifConfig& config);
-// The same for a study: its base and every fabric of the sweep.
+// Whether the fabric-scoped values of `step` apply on `fabric` (StepCalibration::fabric).
+[[nodiscard]] bool calibrated_fabric(const StepCalibration& step, const topo::FabricSpec& fabric);
+
+// Sets the fitted values on a configuration: fwd_bwd_ms when the configuration has neither
+// fwd_bwd_ms nor mfu, the host launch cost; and, when its fabric is the calibration's, the
+// fabric's nic_efficiency and the all-to-all calibration. Returns whether the fabric part applied.
+bool apply_step_calibration(const StepCalibration& step, WhatifConfig& config);
+// A study's base, before expand(): the GPU-scoped values only (fwd/bwd, host launch).
 void apply_step_calibration(const StepCalibration& step, WhatifStudy& study);
+// Each expanded configuration of `study` on the calibration's fabric gets the fabric-scoped
+// values; the others keep their presets (and lose the calibration's measured all-to-all
+// bandwidths unless the command line pinned one), and their `calibration` record says so
+// ("<label>; not on <fabric>: GPU parameters only"). Returns the names of those other fabrics,
+// once each, in sweep order (for one line on stderr each).
+std::vector<std::string> apply_fabric_calibration(const StepCalibration& step, const WhatifStudy& study,
+                                                  std::vector<WhatifConfig>& configs);
 
 // `base` is the preset the file's overrides apply to (unless the file names its own "hardware").
 // Throws IoError (unreadable), InputError (bad JSON, wrong schema, unknown key, bad value).

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/measured/kineto.hpp"
+#include "analysis/measured/kineto_io.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "common/files.hpp"
 #include "common/error.hpp"
@@ -32,6 +34,34 @@ InputKind detect_input_kind(const std::string& path) {
                   "CSV (header 'what,world,…') or nccl-tests output");
 }
 
+std::vector<Calibration> calibrations_of_inputs(const std::vector<std::string>& files, const std::string& tool) {
+  std::vector<Calibration> out;
+  std::vector<KinetoTrace> traces;
+  std::vector<std::string> trace_files;
+  for (const auto& file : files) {
+    const std::string name = std::filesystem::path(file).filename().string();
+    switch (detect_input_kind(file)) {
+      case InputKind::trace:
+        traces.push_back(read_kineto_trace(file));
+        trace_files.push_back(file);
+        if (traces.back().device_name != traces.front().device_name)
+          throw_bad_input(file, "device", traces.back().device_name,
+                          "the GPU of the other traces (" + traces.front().device_name + ")");
+        break;
+      case InputKind::nccl_tests:
+        out.push_back(calibration_from_nccl_tests(read_nccl_tests_output(file), name, file, tool));
+        break;
+      case InputKind::anchors:
+        out.push_back(calibration_from_anchors(fit_anchors(read_anchors_csv(file)), name, file, tool));
+        break;
+      case InputKind::measurements:
+        throw_bad_input(file, "kind", "a measurement CSV", "one measurement CSV per invocation");
+    }
+  }
+  if (!traces.empty()) out.push_back(calibration_from_traces(traces, trace_files.front(), trace_files, tool));
+  return out;
+}
+
 std::string calibration_table(const Calibration& c) {
   std::string out = format("# calibration '%s' (%s)\n%-40s %14s %12s  %s\n", c.name.c_str(), c.hardware.c_str(),
                            "parameter", "value", "stderr", "units");
@@ -48,6 +78,18 @@ std::string in_sample_table(const std::vector<PredictionRow>& rows) {
   for (const auto& r : rows)
     out += format("%-56s %-22s %12.4g %12.4g %+9.2f%s\n", r.configuration.c_str(), r.metric.c_str(), r.measured,
                   r.predicted, r.error_pct, r.fitted ? "" : "  (not fitted)");
+  return out;
+}
+
+std::string skipped_table(const std::vector<SkippedConfiguration>& skipped) {
+  std::string out = format("# skipped: %zu configurations not fitted\n%-56s %-10s %s\n", skipped.size(), "configuration",
+                           "hardware", "reason");
+  for (const auto& s : skipped) {
+    // The reason names the configuration first (it is an error message): shown once.
+    const std::string prefix = s.configuration + ": ";
+    const std::string reason = s.reason.starts_with(prefix) ? s.reason.substr(prefix.size()) : s.reason;
+    out += format("%-56s %-10s %s\n", s.configuration.c_str(), s.hardware.c_str(), reason.c_str());
+  }
   return out;
 }
 

@@ -17,10 +17,19 @@ enum class InputKind { trace, measurements, anchors, nccl_tests };
 // opened, InputError for anything else.
 [[nodiscard]] InputKind detect_input_kind(const std::string& path);
 
+// The calibrations of traces (all of them together, one per rank), nccl-tests logs and the
+// anchor CSV given beside a measurement CSV: each is fitted on its own (fit_calibration.hpp) and
+// then joins the step-model fit of its GPU (calibrate_by_hardware). Traces of several GPUs are
+// refused (InputError naming the trace).
+[[nodiscard]] std::vector<Calibration> calibrations_of_inputs(const std::vector<std::string>& files,
+                                                              const std::string& tool);
+
 // The fitted parameters with their standard errors and units.
 [[nodiscard]] std::string calibration_table(const Calibration& c);
 // The in-sample comparison of a step-model fit: whatif with the fitted parameters vs the runs.
 [[nodiscard]] std::string in_sample_table(const std::vector<PredictionRow>& rows);
+// The configurations calibrate could not fit, with the reason.
+[[nodiscard]] std::string skipped_table(const std::vector<SkippedConfiguration>& skipped);
 // A titled table of JSON rows (objects holding every column): floats %.3f, integers, else JSON.
 [[nodiscard]] std::string json_rows_table(const std::string& title, const nlohmann::json& rows,
                                           const std::vector<std::string>& columns);

@@ -7,7 +7,9 @@
 #include <sstream>
 #include <tuple>
 
+#include "analysis/calibration/parameters.hpp"
 #include "common/files.hpp"
+#include "topologies/topology.hpp"
 #include "common/json_input.hpp"
 #include "common/error.hpp"
 
@@ -55,6 +57,7 @@ json to_json(const Calibration& c) {
   json out = {{"schema_version", c.schema_version},
               {"name", c.name},
               {"hardware", c.hardware},
+              {"fabric", c.fabric},
               {"parameters", parameters},
               {"provenance", {{"sources", c.sources}, {"method", c.method}, {"tool", c.tool}}}};
   if (!c.covariance_parameters.empty()) {
@@ -78,7 +81,7 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   if (!version.is_number_integer() || version.get<int>() < kOldestCalibrationSchemaVersion ||
       version.get<int>() > kCalibrationSchemaVersion) {
     throw_bad_input(where, "schema_version", version.is_string() ? version.get<std::string>() : version.dump(),
-                    "1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run dionsim calibrate)");
+                    "1, 2 or 3 (this dionsim reads calibration schemas 1 to 3; re-run dionsim calibrate)");
   }
   const int schema = version.get<int>();
   json body = value;
@@ -88,12 +91,27 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
     covariance = body.at("covariance");
     body.erase("covariance");
   }
-  require_keys(body, where, {"schema_version", "name", "hardware", "parameters", "provenance"});
+  if (schema >= 3)
+    require_keys(body, where, {"schema_version", "name", "hardware", "fabric", "parameters", "provenance"});
+  else
+    require_keys(body, where, {"schema_version", "name", "hardware", "parameters", "provenance"});
   Calibration c;
   c.schema_version = kCalibrationSchemaVersion;  // what to_json writes back
   c.name = string_at(value, "name", where);
   c.hardware = string_at(value, "hardware", where);
   if (c.name.empty()) throw_bad_input(where, "name", "", "a non-empty name");
+  const auto gpu = gpu_preset_of(c.hardware);
+  if (schema >= 3) {
+    c.fabric = string_at(value, "fabric", where);
+    const auto presets = topo::preset_names();
+    if (!c.fabric.empty() && std::find(presets.begin(), presets.end(), c.fabric) == presets.end()) {
+      std::string list;
+      for (const auto& p : presets) list += (list.empty() ? "" : ", ") + p;
+      throw_bad_input(where, "fabric", c.fabric, "the fabric preset it was fitted on: one of " + list);
+    }
+  } else if (gpu) {
+    c.fabric = gpu->fabric;  // what calibrate modelled before schema 3
+  }
   const json& parameters = value.at("parameters");
   if (!parameters.is_object())
     throw_bad_input(where, "parameters", parameters.dump().substr(0, 60), "an object of parameters");
@@ -104,6 +122,18 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
     if (param.std_error < 0) throw_bad_input(at, "stderr", p.at("stderr").dump(), "a number >= 0");
     c.parameters[name] = param;
   }
+  // Parameters whatif uses need the GPU (and, for the fabric-scoped ones, the fabric) they were
+  // fitted on: a calibration that cannot say where it applies is refused, not applied everywhere.
+  bool used = false, fabric_scoped = false;
+  for (const auto& [name, p] : c.parameters) {
+    const ParameterSpec* spec = find_parameter(name.substr(0, name.find('@')));
+    if (spec == nullptr) continue;
+    used = true;
+    fabric_scoped = fabric_scoped || spec->scope == ParameterScope::fabric;
+  }
+  if (used && !gpu) throw_bad_input(where, "hardware", c.hardware, known_gpu_labels());
+  if (fabric_scoped && c.fabric.empty())
+    throw_bad_input(where, "fabric", "", "the fabric preset its fabric parameters were fitted on (e.g. h100-ndr400)");
   const json& provenance = value.at("provenance");
   require_keys(provenance, where + ": provenance", {"sources", "method", "tool"});
   const json& sources = provenance.at("sources");
@@ -176,6 +206,7 @@ Calibration calibration_from_anchors(const AnchorFits& fits, const std::string& 
   Calibration c;
   c.name = name;
   c.hardware = "H200";
+  c.fabric = "h200-ndr400";  // the anchors' 2 x H200 share one NVLink node
   c.sources = {source};
   c.tool = tool;
   c.method =
@@ -255,6 +286,7 @@ Calibration calibration_from_nccl_tests(const std::vector<NcclTestsRun>& runs, c
   Calibration c;
   c.name = name;
   c.hardware = runs.empty() ? "" : runs.front().device;
+  if (const auto gpu = gpu_preset_of(c.hardware)) c.fabric = gpu->fabric;
   c.sources = {source};
   c.tool = tool;
   c.method =
@@ -276,6 +308,7 @@ Calibration calibration_from_traces(const std::vector<KinetoTrace>& traces, cons
   Calibration c;
   c.name = name;
   c.hardware = traces.empty() ? "" : traces.front().device_name;
+  if (const auto gpu = gpu_preset_of(c.hardware)) c.fabric = gpu->fabric;
   c.sources = sources;
   c.tool = tool;
   c.method =

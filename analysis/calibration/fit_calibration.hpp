@@ -3,13 +3,18 @@
 // from, under a name and a hardware label. Schema-versioned JSON, read strictly (unknown keys and
 // other schema versions are errors), so that whatif never silently uses a file it misreads.
 //
-//   {"schema_version": 1, "name": "h200-anchors", "hardware": "H200",
+//   {"schema_version": 3, "name": "h200-anchors", "hardware": "H200", "fabric": "h200-ndr400",
 //    "parameters": {"nccl_all_to_all_w2_busbw_GBps": {"value": 360.1, "stderr": 12.0, "units": "GB/s"}, …},
 //    "provenance": {"sources": ["…/h200-anchors.csv"], "method": "…", "tool": "dionsim 0.1.0"},
 //    "covariance": {"parameters": ["fwd_bwd_ms", …], "matrix": [[…], …]}}     optional (schema 2)
 //
-// Schema 2 (written now) adds the optional "covariance" of the fitted parameters (the step-model
-// fit of analysis/calibration/step_fit.hpp); files of schema 1 (without it) are still read.
+// Schema 2 added the optional "covariance" of the fitted parameters (the step-model fit of
+// analysis/calibration/step_fit.hpp). Schema 3 (written now) adds "fabric": the fabric preset the
+// calibration was fitted on — its fabric-scoped parameters (parameters.hpp, ParameterScope) apply
+// there only. "hardware" must name a GPU with a preset (parameters.hpp gpu_preset_of) when the
+// file has parameters that whatif uses. Files of schemas 1 and 2 are still read; they have no
+// fabric and are read as fitted on their GPU's default fabric (gpu_preset_of), which is what
+// every calibrate before schema 3 modelled.
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,7 +27,7 @@
 
 namespace dionsim::analysis {
 
-inline constexpr int kCalibrationSchemaVersion = 2;
+inline constexpr int kCalibrationSchemaVersion = 3;
 inline constexpr int kOldestCalibrationSchemaVersion = 1;  // still read
 
 // Published peaks the efficiencies are relative to (per GPU, one direction for NVLink).
@@ -39,6 +44,7 @@ struct Calibration {
   int schema_version = kCalibrationSchemaVersion;
   std::string name;
   std::string hardware;
+  std::string fabric;  // fabric preset it was fitted on ("" only without fabric-scoped parameters)
   std::map<std::string, CalibrationParameter> parameters;
   std::vector<std::string> sources;  // provenance: the files the fits used
   std::string method;                // provenance: how (model and weighting)

@@ -102,7 +102,7 @@ const std::vector<ParameterSpec> kParameters = {
     {"ns_gemm_isolated_overhead_us", "", "us", R::time, 0, 0, S::hardware, std::nullopt, ns_overhead,
      "fixed cost per NS GEMM (traces)"},
     {"nccl_all_to_all_w", "_algbw_GBps", "GB/s", R::throughput, 0, 0, S::fabric, std::nullopt, a2a_algbw,
-     "all-to-alls of world W pinned to this algorithm bandwidth (nccl-tests, anchors)"},
+     "all-to-alls of world W pinned to this algorithm bandwidth (anchors: _w<W>_, nccl-tests: _w<W>_n<N>_)"},
 };
 
 // %g: "0.5", "1e+300", "nan" — the value as a user would have written it.
@@ -132,7 +132,9 @@ const ParameterSpec* find_parameter(std::string_view name, std::string* suffix) 
     if (p.suffix != "*") {  // a numeric middle: nccl_all_to_all_w<W>_algbw_GBps
       if (!rest.ends_with(p.suffix)) continue;
       rest.remove_suffix(p.suffix.size());
-      if (!all_digits(rest)) continue;
+      // "<W>" (anchors) or "<W>_n<N>" (nccl-tests: W ranks on N hosts); the world pins.
+      const auto n = rest.find("_n");
+      if (!all_digits(rest.substr(0, n)) || (n != std::string_view::npos && !all_digits(rest.substr(n + 2)))) continue;
     }
     if (suffix) *suffix = std::string(rest);
     return &p;
@@ -169,26 +171,61 @@ void check_parameter(const ParameterSpec& spec, const std::string& name, double 
   }
 }
 
+std::optional<GpuPreset> gpu_preset_of(const std::string& hardware_label) {
+  std::string l;
+  for (char c : hardware_label) l.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  if (l.find("pcie") != std::string::npos) return std::nullopt;  // no PCIe preset: other clocks and power
+  // Longest names first: "gb200" contains "b200".
+  static const std::pair<const char*, GpuPreset> kGpus[] = {
+      {"gb300", {"gb300", "gb300-nvl72"}}, {"gb200", {"gb200", "gb200-nvl72"}}, {"b300", {"b300", "b300-ndr400"}},
+      {"b200", {"b200", "b200-ndr400"}},   {"h200", {"h200", "h200-ndr400"}},   {"h100", {"h100-sxm", "h100-ndr400"}},
+      {"a100", {"a100-sxm", "a100-hdr200"}},
+  };
+  for (const auto& [key, preset] : kGpus) {
+    if (l.find(key) != std::string::npos) return preset;
+  }
+  return std::nullopt;
+}
+
+std::string known_gpu_labels() {
+  return "a GPU with a preset: A100, H100, H200, B200, B300, GB200 or GB300 (SXM; a label containing one, e.g. "
+         "'NVIDIA H100 80GB HBM3')";
+}
+
+std::map<std::string, double> parameters_for_ns(const std::map<std::string, double>& parameters,
+                                                const std::string& ns_variant) {
+  std::map<std::string, double> out;
+  for (const auto& [key, value] : parameters) {
+    if (key.find('@') == std::string::npos) out.emplace(key, value);
+  }
+  for (const auto& [key, value] : parameters) {
+    const auto at = key.find('@');
+    if (at != std::string::npos && key.substr(at + 1) == ns_variant) out[key.substr(0, at)] = value;
+  }
+  return out;
+}
+
 sim::KernelCalibration kernel_calibration_from_parameters(const std::string& name, const std::string& hardware_label,
                                                           const std::map<std::string, double>& parameters,
-                                                          const sim::Hardware& base) {
-  // "H200" / "NVIDIA H200" vs preset "h200"; "H100 …" vs "h100-sxm".
-  std::string label;
-  for (char c : hardware_label) label.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-  const std::string gpu = base.name.substr(0, base.name.find('-'));  // "h100", "h200"
-  if (!label.empty() && label.find(gpu) == std::string::npos) {
-    throw_bad_usage("--hardware", base.name,
-                    "the GPU the calibration '" + name + "' was measured on (" + hardware_label + ")");
+                                                          const sim::Hardware& base, const std::string& fabric) {
+  // "H200" / "NVIDIA H200" vs preset "h200"; "H100 …" vs "h100-sxm"; "GB200" is not "b200". A GPU
+  // file is not its base preset (sim/hardware_file.cpp names it after the file): no calibration
+  // of a preset GPU applies to it.
+  const auto of_label = gpu_preset_of(hardware_label);
+  if (!hardware_label.empty() && (!of_label || of_label->hardware != base.name)) {
+    throw_bad_input(name, "hardware", hardware_label,
+                    "the GPU of --hardware (" + base.name + "): a calibration applies to the GPU it was fitted on");
   }
   sim::KernelCalibration cal;
   cal.name = name;
   cal.config = sim::default_kernel_model_config(base);
+  cal.step.fabric = fabric;
   // In name order: of two rows setting one field (ns_gemm_efficiency, ns_gemm_isolated_tflops) the
   // later name wins, as the calibration file has always been read.
   for (const auto& [key, value] : parameters) {
     std::string suffix;
     const ParameterSpec* spec = find_parameter(key, &suffix);
-    if (spec == nullptr) {
+    if (spec == nullptr || key.find('@') != std::string::npos) {
       cal.unused_parameters.push_back(key);
       continue;
     }

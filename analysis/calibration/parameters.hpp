@@ -60,14 +60,37 @@ struct ParameterSpec {
 // Checks a value against its row's range: InputError naming `where` and the parameter.
 void check_parameter(const ParameterSpec& spec, const std::string& name, double value, const std::string& where);
 
+// The GPU preset of a measured hardware label ("H100 SXM", "NVIDIA H200", "B200", "GB200", or a
+// preset name) and the fabric preset a calibration of it models its runs on when nothing says
+// otherwise (the measurement CSV has no fabric column): HGX GPUs their NDR400 preset, A100 HDR200,
+// GB200/GB300 their NVL72 rack. nullopt for a label of no preset (a PCIe card, another GPU).
+struct GpuPreset {
+  std::string hardware;  // sim::hardware_preset name: "h100-sxm"
+  std::string fabric;    // topologies preset: "h100-ndr400"
+};
+[[nodiscard]] std::optional<GpuPreset> gpu_preset_of(const std::string& hardware_label);
+// "A100, H100, H200, B200, B300, GB200 or GB300 (SXM; a label containing one, e.g. 'NVIDIA H100 80GB HBM3')".
+[[nodiscard]] std::string known_gpu_labels();
+
+// NS-variant parameters: a kernel-rate parameter fitted for one NS variant only is named
+// "<parameter>@<variant>" ("ns_gemm_efficiency@gram+triton", "hbm_efficiency.post@gram");
+// the plain name holds for every variant without its own. The parameters a run of `ns_variant`
+// uses: plain names, overridden by that variant's; other variants' dropped.
+[[nodiscard]] std::map<std::string, double> parameters_for_ns(const std::map<std::string, double>& parameters,
+                                                              const std::string& ns_variant);
+
 // The fitted parameters of a `dionsim calibrate` file as a kernel calibration of whatif.
-// `hardware_label` ("H200", "NVIDIA H200", "H100") must name the same GPU as `base` (UsageError
-// naming --hardware otherwise). Names no row knows are listed in unused_parameters. The traced
-// pair ns_gemm_isolated_tflops / ns_gemm_overlapped_tflops together set the NS GEMMs' overlap
-// slowdown (isolated / overlapped throughput).
+// `hardware_label` ("H200", "NVIDIA H200", "H100") must name the same GPU preset as `base`
+// (InputError naming `name`, the field hardware and the GPU expected otherwise). Names no row
+// knows, and variant parameters (resolve them first: parameters_for_ns), are listed in
+// unused_parameters. The traced pair ns_gemm_isolated_tflops / ns_gemm_overlapped_tflops
+// together set the NS GEMMs' overlap slowdown (isolated / overlapped throughput). `fabric`: the
+// fabric preset the calibration was fitted on; its fabric-scoped parameters (ParameterScope)
+// apply on that fabric only (StepCalibration::fabric; "" = every fabric).
 [[nodiscard]] sim::KernelCalibration kernel_calibration_from_parameters(const std::string& name,
                                                                         const std::string& hardware_label,
                                                                         const std::map<std::string, double>& parameters,
-                                                                        const sim::Hardware& base);
+                                                                        const sim::Hardware& base,
+                                                                        const std::string& fabric = "");
 
 }  // namespace dionsim::analysis

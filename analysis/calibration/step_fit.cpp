@@ -22,26 +22,26 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kHbmPrefix = "hbm_efficiency.";
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
+constexpr const char* kKnownModels =
+    "a model dionsim knows the inventory of: seed-5120x8, gpt-<h>x<L>, gpt-1b, gpt-14b or a .json inventory file";
 
 // The kernel-model GPU preset and default fabric of a measured hardware label.
-std::pair<std::string, std::string> preset_of(const std::string& label, const std::string& where) {
-  const std::string l = lower(label);
-  if (l.find("h100") != std::string::npos) return {"h100-sxm", "h100-ndr400"};
-  if (l.find("h200") != std::string::npos) return {"h200", "h200-ndr400"};
-  throw_bad_input(where, "hardware", label, "an H100 or H200 (the GPUs the step model has presets for)");
+GpuPreset preset_of(const std::string& label, const std::string& where) {
+  if (auto p = gpu_preset_of(label)) return *p;
+  throw_bad_input(where, "hardware", label, known_gpu_labels());
 }
 
 // A free parameter of the fit; `classes` for an HBM-efficiency group.
+// `variant`: the NS variant a kernel-rate parameter is fitted for ("" = every variant).
 struct Param {
   std::string name, units;
   double lower = 0, upper = 0, start = 0;
   std::vector<std::string> classes;
+  std::string variant;
 };
+
+// "@gram+triton" for a variant parameter, "" for a shared one.
+std::string at_variant(const std::string& variant) { return variant.empty() ? "" : "@" + variant; }
 
 class Predictor {
  public:
@@ -50,11 +50,13 @@ class Predictor {
     if (configs_.empty()) throw InputError("calibrate: no measured configurations to fit");
     label_ = configs_.front().config.hardware;
     const std::string where = configs_.front().config.label();
-    std::string fabric;
-    std::tie(hardware_, fabric) = preset_of(label_, where);
+    const GpuPreset preset = preset_of(label_, where);
+    hardware_ = preset.hardware;
+    fabric_ = options.fabric.empty() ? preset.fabric : options.fabric;
+    fixed_ = options.fixed;
     hw_ = sim::hardware_preset(hardware_, "hardware");
     for (const auto& m : configs_) {  // one GPU for all, before anything else
-      if (preset_of(m.config.hardware, m.config.label()).first != hardware_) {
+      if (preset_of(m.config.hardware, m.config.label()).hardware != hardware_) {
         throw_bad_input(m.config.label(), "hardware", m.config.hardware,
                         "the GPU of the other selected runs (" + label_ + "); select one GPU with --where hardware=…");
       }
@@ -62,11 +64,13 @@ class Predictor {
     for (const auto& m : configs_) {
       const auto& c = m.config;
       const std::string at = c.label();
+      // The variant keys the kernel rates; its numerics give the plan's NS FLOPs.
+      const NsVariant variant = parse_ns_variant(c.ns, at);
       sim::WhatifConfig w;
       w.model = c.model;
       try {
         w.plan.optimizer = opt::parse_optimizer(c.optimizer, "optimizer");
-        w.plan.ns = opt::parse_ns(c.ns, "ns");
+        w.plan.ns = opt::parse_ns(variant.numerics, "ns");
         w.plan.scope = opt::parse_scope(c.scope, "scope");
       } catch (const UsageError& e) {
         throw InputError(at + ": " + e.what());
@@ -75,28 +79,54 @@ class Predictor {
       w.plan.capacity_factor = c.scope == "global_capped" ? c.capacity_factor : std::nullopt;
       w.nodes = c.nodes;
       w.gpus_per_node = c.gpus_per_node;
-      w.fabric = sim::resolve_fabric(fabric, c.gpus_per_node);
+      w.fabric = sim::resolve_fabric(fabric_, c.gpus_per_node);
       w.hardware = hardware_;
       w.tokens_per_gpu = options.tokens_per_gpu;
       if (!inventories_.contains(c.model)) {
         try {
           inventories_.emplace(c.model, opt::load_inventory(c.model));
-        } catch (const UsageError& e) {
-          throw InputError(at + ": model: " + e.what());
+        } catch (const UsageError&) {
+          throw_bad_input(at, "model", c.model, kKnownModels);
         }
       }
       base_.push_back(std::move(w));
+      // An optimizer step timed alone by the host (opt.step() of a benchmark, its time the only
+      // metric: no training step around it, no kernel times) has no GPU work queued before it: the
+      // host is not ahead, its launches can hold up the GPU. Runs with kernel times (dionsim
+      // measure: CUDA events) keep the calibration's host-ahead reading.
+      host_behind_.push_back(m.metrics.count("opt_step_ms") != 0 &&
+                             std::none_of(m.metrics.begin(), m.metrics.end(), [](const auto& kv) {
+                               return kv.first == "step_wall_ms" || kv.first == "step_gpu_ms" ||
+                                      kv.first == "ns_gemm_ms" || kv.first == "non_gemm_ms" || kv.first == "a2a_ms" ||
+                                      kv.first == "opt_gpu_ms";
+                             }));
+      variants_.push_back(variant.text());
+      if (std::find(variant_list_.begin(), variant_list_.end(), variant.text()) == variant_list_.end())
+        variant_list_.push_back(variant.text());
     }
   }
 
   // whatif's result of every configuration at these parameters (metrics: sim/whatif_metrics.hpp).
   [[nodiscard]] std::vector<sim::WhatifResult> predict(const std::map<std::string, double>& parameters) const {
-    const auto cal = kernel_calibration_from_parameters("fit", label_, parameters, hw_);
-    const sim::KernelModel kernels(cal.config, cal.measured);
+    // One kernel model per NS variant: its own rates where the parameters have them.
+    std::map<std::string, std::pair<sim::KernelCalibration, sim::KernelModel>> by_variant;
+    // Measured parameters (traces, nccl-tests, anchors) are held at their values under the fitted ones.
+    std::map<std::string, double> all = fixed_;
+    for (const auto& [k, value] : parameters) all[k] = value;
+    for (const auto& v : variant_list_) {
+      auto cal = kernel_calibration_from_parameters("fit", label_, parameters_for_ns(all, v), hw_);
+      sim::KernelModel kernels(cal.config, cal.measured);
+      by_variant.emplace(v, std::pair{std::move(cal), std::move(kernels)});
+    }
     std::vector<sim::WhatifResult> out;
     for (std::size_t i = 0; i < base_.size(); ++i) {
+      const auto& [cal, kernels] = by_variant.at(variants_[i]);
       sim::WhatifConfig w = base_[i];
-      sim::apply_step_calibration(cal.step, w);
+      (void)sim::apply_step_calibration(cal.step, w);
+      if (host_behind_[i]) w.host_ahead = false;
+      // An all-to-all measured at this world (nccl-tests, anchors) is replayed, as whatif does.
+      const auto pinned = cal.alltoall_algbw_GBps_by_world.find(w.shard_world());
+      if (pinned != cal.alltoall_algbw_GBps_by_world.end() && !w.alltoall_algbw_GBps) w.alltoall_algbw_GBps = pinned->second;
       if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // no step wall selected: it does not matter
       auto result = sim::run_whatif(w, inventories_.at(w.model), kernels);
       if (!collected_) collect_classes(result, i);
@@ -106,10 +136,14 @@ class Predictor {
     return out;
   }
 
-  // Non-GEMM kernel classes by the scopes that use them (filled by the first predict()).
-  [[nodiscard]] std::map<std::string, std::set<std::string>> classes() const { return classes_; }
+  // Non-GEMM kernel classes by the scopes that use them, per NS variant (filled by the first predict()).
+  [[nodiscard]] std::map<std::string, std::map<std::string, std::set<std::string>>> classes() const {
+    return classes_;
+  }
   [[nodiscard]] const std::vector<MeasuredConfiguration>& configs() const { return configs_; }
+  [[nodiscard]] const std::vector<std::string>& variants() const { return variant_list_; }
   [[nodiscard]] const std::string& hardware() const { return hardware_; }
+  [[nodiscard]] const std::string& fabric() const { return fabric_; }
   [[nodiscard]] const std::string& label() const { return label_; }
   [[nodiscard]] const sim::Hardware& hw() const { return hw_; }
 
@@ -117,16 +151,20 @@ class Predictor {
   void collect_classes(const sim::WhatifResult& result, std::size_t index) const {
     for (const auto& e : result.opt.events) {
       if (e.stream == sim::StreamKind::compute && e.name != "ns_gemm")
-        classes_[e.name].insert(configs_[index].config.scope);
+        classes_[variants_[index]][e.name].insert(configs_[index].config.scope);
     }
   }
 
   std::vector<MeasuredConfiguration> configs_;
   std::vector<sim::WhatifConfig> base_;
   std::map<std::string, opt::Inventory> inventories_;
-  std::string label_, hardware_;
+  std::vector<std::string> variants_;      // of each configuration
+  std::vector<bool> host_behind_;          // of each configuration: an optimizer step timed alone
+  std::vector<std::string> variant_list_;  // distinct, in order of first appearance
+  std::string label_, hardware_, fabric_;
+  std::map<std::string, double> fixed_;
   sim::Hardware hw_;
-  mutable std::map<std::string, std::set<std::string>> classes_;
+  mutable std::map<std::string, std::map<std::string, std::set<std::string>>> classes_;
   mutable bool collected_ = false;
 };
 
@@ -161,7 +199,7 @@ std::map<std::string, double> expand(const std::vector<Param>& params, const Eig
     if (params[j].classes.empty()) {
       out[params[j].name] = v;
     } else {
-      for (const auto& c : params[j].classes) out[kHbmPrefix + c] = v;
+      for (const auto& c : params[j].classes) out[kHbmPrefix + c + at_variant(params[j].variant)] = v;
     }
   }
   return out;
@@ -253,21 +291,45 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   }
   std::map<std::string, double> probe{{"launch_gap_us", 0.0}, {"fwd_bwd_ms", 400.0}};
   (void)predictor.predict(probe);
+  // Kernel rates are per NS variant when the runs have several (docs/calibration.md, "NS variants"):
+  // "gram+triton" has gram's FLOPs but its own kernels.
+  const std::vector<std::string> kernel_variants =
+      predictor.variants().size() > 1 ? predictor.variants() : std::vector<std::string>{""};
   for (const auto& spec : calibration_parameters()) {
     if (!spec.fit) continue;
     const FitBounds& b = *spec.fit;
     if (!spec.family()) {
       double start = b.start;
       if (spec.name == "fwd_bwd_ms" && fwd_count) start = std::max(1.0, fwd_start / fwd_count);
-      params.push_back({std::string(spec.name), std::string(spec.unit), b.lower, b.upper, start, {}});
+      // Per implementation: its NS kernel rate and its host cost per launch.
+      if (spec.name == "ns_gemm_efficiency" || spec.name == "host_launch_us") {
+        for (const auto& v : kernel_variants)
+          params.push_back({std::string(spec.name) + at_variant(v), std::string(spec.unit), b.lower, b.upper, start, {}, v});
+        continue;
+      }
+      params.push_back({std::string(spec.name), std::string(spec.unit), b.lower, b.upper, start, {}, ""});
       continue;
     }
-    std::map<std::set<std::string>, std::vector<std::string>> groups;
-    for (const auto& [cls, scopes] : predictor.classes()) groups[scopes].push_back(cls);
-    for (const auto& [scopes, classes] : groups) {
-      std::string name = kHbmPrefix;
-      for (std::size_t k = 0; k < classes.size(); ++k) name += (k ? "+" : "") + classes[k];
-      params.push_back({name, std::string(spec.unit), b.lower, b.upper, b.start, classes});
+    for (const auto& v : kernel_variants) {
+      std::map<std::set<std::string>, std::vector<std::string>> groups;
+      const auto all = predictor.classes();
+      const auto of_variant = all.find(v.empty() ? predictor.variants().front() : v);
+      if (of_variant == all.end()) continue;
+      // Runs that time only the whole optimizer step (no kernel-time metric) cannot tell kernel
+      // classes apart: their non-GEMM classes share one efficiency.
+      const bool breakdown = std::any_of(predictor.configs().begin(), predictor.configs().end(), [&](const auto& m) {
+        if (!v.empty() && parse_ns_variant(m.config.ns, m.config.label()).text() != v) return false;
+        return m.metrics.count("non_gemm_ms") + m.metrics.count("ns_gemm_ms") + m.metrics.count("opt_window_gemm_ms") +
+                   m.metrics.count("opt_gpu_ms") !=
+               0;
+      });
+      for (const auto& [cls, scopes] : of_variant->second)
+        groups[breakdown ? scopes : std::set<std::string>{}].push_back(cls);
+      for (const auto& [scopes, classes] : groups) {
+        std::string name = kHbmPrefix;
+        for (std::size_t k = 0; k < classes.size(); ++k) name += (k ? "+" : "") + classes[k];
+        params.push_back({name + at_variant(v), std::string(spec.unit), b.lower, b.upper, b.start, classes, v});
+      }
     }
   }
 
@@ -318,10 +380,15 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     return central_jacobian([&](const Eigen::VectorXd& t) { return residuals(ps, t); }, theta, lo, hi, lm);
   };
 
+  // A parameter held at a measured value is not fitted.
+  params.erase(std::remove_if(params.begin(), params.end(), [&](const Param& q) { return options.fixed.contains(q.name); }),
+               params.end());
   // Parameters the selected runs do not constrain are left out.
   StepFitResult fit;
   fit.hardware = predictor.hardware();
   fit.hardware_label = predictor.label();
+  fit.fabric = predictor.fabric();
+  fit.ns_variants = predictor.variants();
   {
     const auto J0 = jacobian(params, theta_of(params));
     std::vector<Param> kept;
@@ -379,7 +446,7 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
     fit.names.push_back(q.name);
     fit.units.push_back(q.units);
     std::vector<std::string> sets;
-    for (const auto& c : q.classes) sets.push_back(kHbmPrefix + c);
+    for (const auto& c : q.classes) sets.push_back(kHbmPrefix + c + at_variant(q.variant));
     if (sets.empty()) sets.push_back(q.name);
     fit.sets.push_back(std::move(sets));
   }
@@ -389,17 +456,132 @@ StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configura
   return fit;
 }
 
+RunsByHardware split_by_hardware(const std::vector<MeasuredConfiguration>& configurations) {
+  RunsByHardware out;
+  std::map<std::string, bool> loadable;  // model -> known inventory (each loaded once)
+  for (const auto& m : configurations) {
+    const auto& c = m.config;
+    const std::string at = c.label();
+    try {
+      const GpuPreset gpu = preset_of(c.hardware, at);
+      const NsVariant ns = parse_ns_variant(c.ns, at);
+      try {
+        (void)opt::parse_optimizer(c.optimizer, "optimizer");
+        (void)opt::parse_ns(ns.numerics, "ns");
+        (void)opt::parse_scope(c.scope, "scope");
+      } catch (const UsageError& e) {
+        throw InputError(at + ": " + e.what());
+      }
+      if (!loadable.contains(c.model)) {
+        try {
+          (void)opt::load_inventory(c.model);
+          loadable[c.model] = true;
+        } catch (const UsageError&) {
+          throw_bad_input(at, "model", c.model, kKnownModels);
+        }
+      }
+      const bool fitted = std::any_of(step_metrics().begin(), step_metrics().end(), [&](const StepMetric& s) {
+        const auto it = m.metrics.find(s.measured);
+        return s.fitted && it != m.metrics.end() && it->second > 0.0;
+      });
+      if (!fitted) {
+        std::string has;
+        for (const auto& [k, v] : m.metrics) has += (has.empty() ? "" : ", ") + k;
+        throw_bad_input(at, "metrics", has, "at least one metric the step model fits (docs/calibration.md)");
+      }
+      auto it = std::find_if(out.hardware.begin(), out.hardware.end(),
+                             [&](const HardwareRuns& h) { return h.hardware == gpu.hardware; });
+      if (it == out.hardware.end()) it = out.hardware.insert(out.hardware.end(), HardwareRuns{gpu.hardware, {}});
+      it->configurations.push_back(m);
+    } catch (const InputError& e) {
+      out.skipped.push_back({at, c.hardware, e.what()});
+    }
+  }
+  return out;
+}
+
+StepCalibrations calibrate_by_hardware(const std::vector<MeasuredConfiguration>& selected, const std::string& name,
+                                       const std::vector<std::string>& sources, const std::string& tool,
+                                       const StepFitOptions& options, const std::vector<Calibration>& measured) {
+  const RunsByHardware split = split_by_hardware(selected);
+  std::set<std::string> gpus;
+  for (const auto& m : selected) {
+    const auto gpu = gpu_preset_of(m.config.hardware);
+    gpus.insert(gpu ? gpu->hardware : m.config.hardware);
+  }
+  StepCalibrations out;
+  out.skipped = split.skipped;
+  // Each measured calibration joins the fit of its GPU.
+  for (const auto& m : measured) {
+    const auto gpu = gpu_preset_of(m.hardware);
+    const bool joins = gpu && std::any_of(split.hardware.begin(), split.hardware.end(),
+                                          [&](const HardwareRuns& h) { return h.hardware == gpu->hardware; });
+    if (!joins) {
+      throw_bad_input(m.sources.empty() ? m.name : m.sources.front(), "hardware", m.hardware,
+                      "the GPU of a selected measured run (its parameters join that GPU's step-model fit)");
+    }
+  }
+  for (const auto& h : split.hardware) {
+    try {
+      HardwareCalibration c;
+      StepFitOptions o = options;
+      std::vector<std::string> all_sources = sources;
+      std::map<std::string, std::pair<CalibrationParameter, std::string>> held;  // name -> (value, source)
+      for (const auto& m : measured) {
+        if (gpu_preset_of(m.hardware)->hardware != h.hardware) continue;
+        for (const auto& src : m.sources) all_sources.push_back(src);
+        for (const auto& [pname, p] : m.parameters) {
+          if (held.contains(pname)) {
+            throw_bad_input(m.sources.empty() ? m.name : m.sources.front(), "parameters", pname,
+                            "each measured parameter from one input (also in " + held.at(pname).second + ")");
+          }
+          held[pname] = {p, m.sources.empty() ? m.name : m.sources.front()};
+          o.fixed[pname] = p.value;
+        }
+      }
+      c.fit = fit_step_model(h.configurations, o);
+      c.calibration =
+          calibration_from_step_fit(c.fit, gpus.size() > 1 ? name + "-" + h.hardware : name, all_sources, tool);
+      if (!held.empty()) {
+        c.calibration.method += "; held at their measured values (not fitted):";
+        for (const auto& [pname, p] : held) {
+          c.calibration.parameters[pname] = p.first;
+          c.calibration.method += " " + pname;
+        }
+      }
+      c.in_sample = compare_predictions(h.configurations, c.fit.parameters, o);
+      out.fitted.push_back(std::move(c));
+    } catch (const InputError& e) {
+      for (const auto& m : h.configurations)
+        out.skipped.push_back({m.config.label(), m.config.hardware, std::string("the fit of ") + h.hardware + ": " + e.what()});
+    }
+  }
+  if (out.fitted.empty()) {
+    const auto& first = out.skipped.front();
+    throw InputError(first.reason + " (" + std::to_string(out.skipped.size()) +
+                     " selected configurations skipped, none can be fitted)");
+  }
+  return out;
+}
+
+json to_json(const SkippedConfiguration& s) {
+  return {{"configuration", s.configuration}, {"hardware", s.hardware}, {"reason", s.reason}};
+}
+
 Calibration calibration_from_step_fit(const StepFitResult& fit, const std::string& name,
                                       const std::vector<std::string>& sources, const std::string& tool) {
+  std::string variants;
+  for (const auto& v : fit.ns_variants) variants += (variants.empty() ? "" : ", ") + v;
   Calibration c;
   c.name = name;
   c.hardware = fit.hardware_label;
+  c.fabric = fit.fabric;
   c.sources = sources;
   c.tool = tool;
   c.method =
       "step model (dionsim whatif) fitted to measured metrics: least squares on relative residuals, bounded "
       "Levenberg-Marquardt with central-difference Jacobians; covariance sigma^2 (J^T J)^-1 (parameters on a "
-      "bound held); launch_gap_us fixed at 0; " +
+      "bound held); launch_gap_us fixed at 0; runs modelled on " + fit.fabric + "; NS variants " + variants + "; " +
       std::to_string(fit.residuals) + " residuals, rms relative error " + std::to_string(fit.rms_relative_error);
   c.parameters["launch_gap_us"] = {0.0, 0.0, "us"};
   // Expanded names -> index of the fitted parameter.
@@ -410,7 +592,7 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
       rows.emplace_back(fit.names[j], J);
       continue;
     }
-    for (const auto& name : fit.sets[j]) rows.emplace_back(name, J);
+    for (const auto& set : fit.sets[j]) rows.emplace_back(set, J);
   }
   c.covariance = Eigen::MatrixXd(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows.size()));
   for (std::size_t a = 0; a < rows.size(); ++a) {

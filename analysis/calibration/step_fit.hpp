@@ -59,11 +59,19 @@ struct StepMetric {
 struct StepFitOptions {
   std::int64_t tokens_per_gpu = 16384;
   int max_iterations = 100;
+  std::string fabric;  // fabric preset the runs are modelled on; "" = their GPU's default (gpu_preset_of)
+  // Measured parameters held at their values (not fitted) under the fitted ones: what traces,
+  // nccl-tests logs or the anchors gave (e.g. ns_gemm_isolated_tflops, nccl_all_to_all_w8_algbw_GBps).
+  // A fitted parameter they make irrelevant (ns_gemm_efficiency beside a traced NS rate) no
+  // longer moves any residual and is left out as unconstrained.
+  std::map<std::string, double> fixed;
 };
 
 struct StepFitResult {
   std::string hardware;            // the GPU preset ("h100-sxm")
   std::string hardware_label;      // as measured ("H100 SXM")
+  std::string fabric;              // the fabric preset the runs were modelled on ("h100-ndr400")
+  std::vector<std::string> ns_variants;  // of the runs; with several, kernel rates are "<name>@<variant>"
   std::vector<std::string> names;  // fitted parameters (groups: "hbm_efficiency.a+b")
   // The calibration-file parameters each fitted one sets (a group: one per kernel class).
   std::vector<std::vector<std::string>> sets;
@@ -83,9 +91,53 @@ struct StepFitResult {
 [[nodiscard]] StepFitResult fit_step_model(const std::vector<MeasuredConfiguration>& configurations,
                                            const StepFitOptions& options = {});
 
-// The fitted calibration (schema 2, covariance of the fitted parameters expanded to the classes).
+// The selection split by GPU (gpu_preset_of): the configurations the step model can be fitted on,
+// per GPU in order of first appearance, and the others with the reason — a GPU with no preset, a
+// model that is no known inventory (the seed's B200 rows: mixformer's inventory is not public), an
+// NS variant, optimizer or scope that does not parse, no metric the step model fits.
+struct SkippedConfiguration {
+  std::string configuration;  // MeasurementConfig::label()
+  std::string hardware;       // as measured
+  std::string reason;         // the error that refused it
+};
+struct HardwareRuns {
+  std::string hardware;  // GPU preset ("h100-sxm")
+  std::vector<MeasuredConfiguration> configurations;
+};
+struct RunsByHardware {
+  std::vector<HardwareRuns> hardware;
+  std::vector<SkippedConfiguration> skipped;
+};
+[[nodiscard]] RunsByHardware split_by_hardware(const std::vector<MeasuredConfiguration>& configurations);
+
+// The fitted calibration (schema 3, covariance of the fitted parameters expanded to the classes).
 [[nodiscard]] Calibration calibration_from_step_fit(const StepFitResult& fit, const std::string& name,
                                                     const std::vector<std::string>& sources, const std::string& tool);
+
+struct PredictionRow;
+// One step-model calibration per GPU of the selection (`dionsim calibrate` with or without
+// --where): split_by_hardware, then fit_step_model on each GPU's runs. A GPU whose fit is refused
+// (e.g. fewer fitted metrics than free parameters) joins the skipped list with the reason.
+// Calibrations are named `name` when the selection names one GPU, else "<name>-<gpu preset>".
+// InputError when nothing can be fitted (naming the first configuration skipped and why).
+// `measured`: calibrations of the same invocation's traces, nccl-tests logs or anchors; each joins
+// the fit of its GPU — its parameters held at their measured values in the fit (StepFitOptions::fixed)
+// and written into that GPU's calibration beside the fitted ones; InputError for one of a GPU
+// with no selected run, or a parameter two inputs both measured.
+struct HardwareCalibration {
+  StepFitResult fit;
+  Calibration calibration;
+  std::vector<PredictionRow> in_sample;
+};
+struct StepCalibrations {
+  std::vector<HardwareCalibration> fitted;
+  std::vector<SkippedConfiguration> skipped;
+};
+[[nodiscard]] StepCalibrations calibrate_by_hardware(const std::vector<MeasuredConfiguration>& selected,
+                                                     const std::string& name, const std::vector<std::string>& sources,
+                                                     const std::string& tool, const StepFitOptions& options = {},
+                                                     const std::vector<Calibration>& measured = {});
+[[nodiscard]] nlohmann::json to_json(const SkippedConfiguration& skipped);
 
 struct PredictionRow {
   std::string configuration;  // MeasurementConfig::label()

@@ -1,6 +1,7 @@
 #include "analysis/measured/measurements.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -296,6 +297,27 @@ const MetricInfo* find_metric(std::string_view name) {
   return nullptr;
 }
 
+NsVariant parse_ns_variant(std::string_view text, const std::string& where) {
+  std::string lower;
+  for (char ch : text) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  const auto plus = lower.find('+');
+  NsVariant v{lower.substr(0, plus), plus == std::string::npos ? "" : lower.substr(plus + 1)};
+  // The numerics of opt::NsKind (optimizer/plan.hpp), written out: this reader needs only common.
+  static const char* const numerics[] = {"polar_express", "newton_schulz5", "gram"};
+  const bool known = std::any_of(std::begin(numerics), std::end(numerics), [&](const char* n) { return v.numerics == n; });
+  const bool tag_ok = plus == std::string::npos ||
+                      (!v.implementation.empty() && v.implementation.size() <= 32 &&
+                       std::all_of(v.implementation.begin(), v.implementation.end(), [](char ch) {
+                         return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+                       }));
+  if (!known || !tag_ok) {
+    throw_bad_input(where, "ns", std::string(text),
+                    "polar_express, newton_schulz5 or gram, optionally followed by '+' and the implementation "
+                    "(letters, digits, '_': e.g. gram+triton)");
+  }
+  return v;
+}
+
 std::string MeasurementConfig::label() const {
   std::ostringstream out;
   out << run << "/" << model << "/" << optimizer << "/" << scope << "/f=" << fraction << "/w=" << world;
@@ -330,7 +352,7 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
     }
     c.model = f.nonempty("model");
     c.optimizer = f.optimizer("optimizer");
-    c.ns = f.text("ns");
+    c.ns = parse_ns_variant(f.text("ns"), f.where()).text();
     c.scope = f.scope("scope");
     c.fraction = f.fraction("fraction");
     const std::string cf = f.text("capacity_factor");

@@ -38,7 +38,7 @@ struct MeasurementConfig {
   int world = 0;  // = gpus_per_node · nodes (checked)
   std::string model;
   std::string optimizer;                  // "dion2" | "nordion2" (lower-cased)
-  std::string ns;                         // Newton–Schulz variant as written ("gram", "gram+triton", …)
+  std::string ns;                         // Newton–Schulz variant, lower case ("gram", "gram+triton", …): NsVariant
   std::string scope;                      // local | global | global_capped
   double fraction = 0;                    // (0, 1]
   std::optional<double> capacity_factor;  // nullopt = "auto"
@@ -46,6 +46,19 @@ struct MeasurementConfig {
   [[nodiscard]] std::string label() const;  // "run/model/optimizer/scope/f=0.25/w=8"
   auto operator<=>(const MeasurementConfig&) const = default;
 };
+
+// The Newton–Schulz variant of a run: its numerics (what the plan's FLOP model and the CPU
+// reference compute: polar_express, newton_schulz5 or gram — opt::NsKind, optimizer/plan.hpp) and,
+// after a '+', the implementation that ran them ("triton": the reference's Triton kernels). The
+// variant is a key of the configuration: one numerics with another implementation has the same
+// FLOPs but its own kernel rates (docs/calibration.md, "NS variants").
+struct NsVariant {
+  std::string numerics;        // polar_express | newton_schulz5 | gram
+  std::string implementation;  // "" (the numerics' default kernels) or a tag: [a-z0-9_]+, e.g. "triton"
+  [[nodiscard]] std::string text() const { return implementation.empty() ? numerics : numerics + "+" + implementation; }
+};
+// Case-insensitive "<numerics>[+<implementation>]". InputError naming `where` and the field `ns`.
+[[nodiscard]] NsVariant parse_ns_variant(std::string_view text, const std::string& where);
 
 struct MeasurementRow {
   MeasurementConfig config;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
@@ -25,14 +26,21 @@ std::string lower(std::string s) {
 }
 
 sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardware& hw, const std::string& path,
-                                   const Note& note) {
-  std::map<std::string, double> values;
-  for (const auto& [name, p] : fitted.parameters) values[name] = p.value;
+                                   const Note& note, const std::string& ns_variant) {
+  std::map<std::string, double> all;
+  for (const auto& [name, p] : fitted.parameters) all[name] = p.value;
+  const auto values = parameters_for_ns(all, ns_variant);
+  std::set<std::string> others;  // variants of the file that this run is not
+  for (const auto& [name, v] : all) {
+    if (name.find('@') != std::string::npos && name.substr(name.find('@') + 1) != ns_variant)
+      others.insert(name.substr(name.find('@') + 1));
+  }
+  for (const auto& v : others) note(path + ": the parameters of NS variant " + v + " are not used (--ns " + ns_variant + ")");
   // Errors name the file (or stored name) the user gave, then the calibration's own name: the
   // name alone is the file it was fitted from, which the user may never have seen.
   sim::KernelCalibration cal;
   try {
-    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw);
+    cal = kernel_calibration_from_parameters(fitted.name, fitted.hardware, values, hw, fitted.fabric);
   } catch (const InputError& e) {
     throw InputError(path + ": calibration '" + fitted.name + "': " + e.what());
   }
@@ -93,11 +101,12 @@ std::optional<Calibration> stored_calibration(const Database* db, const std::str
 }
 
 sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw, const Database* db,
-                                               const std::string& db_label, const Note& note) {
-  if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note);
+                                               const std::string& db_label, const Note& note,
+                                               const std::string& ns_variant) {
+  if (auto stored = stored_calibration(db, path, db_label)) return from_fitted(*stored, hw, path, note, ns_variant);
   const auto doc = parse_json_input(read_input_file(path, "a calibration JSON file", 64 << 20), path);
   if (!doc.is_object() || !doc.contains("schema_version")) return sim::load_kernel_calibration(path, hw);
-  return from_fitted(read_calibration(path), hw, path, note);  // strict: other versions, unknown keys
+  return from_fitted(read_calibration(path), hw, path, note, ns_variant);  // strict: other versions, unknown keys
 }
 
 void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note) {

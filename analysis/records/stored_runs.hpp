@@ -29,9 +29,11 @@ using Note = std::function<void(const std::string&)>;
                                                             const std::string& db_label);
 // whatif --calibration: a stored name, a `dionsim calibrate` file or a kernel-calibration file, as
 // the kernel and step calibration whatif applies; `note` hears the parameters whatif does not use.
+// `ns_variant` ("gram", "gram+triton"): the NS variant whatif runs; a calibration's parameters of
+// that variant ("…@gram+triton") replace the plain ones, other variants' are not used.
 [[nodiscard]] sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw,
                                                              const Database* db, const std::string& db_label,
-                                                             const Note& note);
+                                                             const Note& note, const std::string& ns_variant = "");
 // whatif --db: the database's measured bf16 GEMMs of this GPU replace the preset's anchors.
 void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note);
 

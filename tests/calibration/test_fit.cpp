@@ -227,14 +227,18 @@ TEST_CASE("calibration JSON: round trip and a strict reader", "[fit][calibration
     edit(j);
     return input_error([&] { (void)calibration_from_json(j, "cal.json"); });
   };
-  CHECK(error_for([](json& j) { j["schema_version"] = 3; }) ==
-        "cal.json: schema_version: got '3', expected 1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run "
+  CHECK(error_for([](json& j) { j["schema_version"] = 4; }) ==
+        "cal.json: schema_version: got '4', expected 1, 2 or 3 (this dionsim reads calibration schemas 1 to 3; re-run "
         "dionsim calibrate)");
   CHECK(error_for([](json& j) { j["schema_version"] = 0; }) ==
-        "cal.json: schema_version: got '0', expected 1 or 2 (this dionsim reads calibration schemas 1 and 2; re-run "
+        "cal.json: schema_version: got '0', expected 1, 2 or 3 (this dionsim reads calibration schemas 1 to 3; re-run "
         "dionsim calibrate)");
   CHECK(error_for([](json& j) { j.erase("schema_version"); }) ==
-        "cal.json: schema_version: got '(missing)', expected 2");
+        "cal.json: schema_version: got '(missing)', expected 3");
+  // Schema 3 says where it applies: its fabric is required and must be a preset.
+  CHECK_THAT(error_for([](json& j) { j.erase("fabric"); }), Catch::Contains("cal.json: fabric: got '(missing)'"));
+  CHECK_THAT(error_for([](json& j) { j["fabric"] = "h100-ndr999"; }),
+             Catch::Contains("cal.json: fabric: got 'h100-ndr999', expected the fabric preset it was fitted on"));
   CHECK_THAT(error_for([](json& j) {
                j["schema_version"] = 1;
                j["covariance"] = json::object();

@@ -18,6 +18,7 @@
 #include "common/error.hpp"
 #include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
+#include "topologies/topology.hpp"
 
 using namespace dionsim::analysis;
 using nlohmann::json;
@@ -89,7 +90,7 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
   const auto runs = seed_runs();
   const auto fit = fit_step_model(runs);
   const auto cal = calibration_from_step_fit(fit, "seed", {kSeed.string()}, "test");
-  CHECK(cal.schema_version == 2);
+  CHECK(cal.schema_version == 3);
   REQUIRE(cal.covariance_parameters.size() == static_cast<std::size_t>(cal.covariance.rows()));
   const auto back = calibration_from_json(to_json(cal), "cal.json");
   std::map<std::string, double> values;
@@ -176,7 +177,7 @@ TEST_CASE("selection: one key's values are alternatives, keys combine", "[step_f
 TEST_CASE("bad measured input for the fit: another GPU, mixed GPUs, too few metrics", "[step_fit]") {
   const auto all = group_configurations(read_measurement_csv(kSeed));
   CHECK_THROWS_WITH(fit_step_model(select_configurations(all, {"hardware=B200"})),
-                    Catch::Contains("hardware: got 'B200', expected an H100 or H200"));
+                    Catch::Contains("model: got 'mixformer-1b', expected a model dionsim knows the inventory of"));
   CHECK_THROWS_WITH(fit_step_model(all), Catch::Contains("hardware: got 'B200'"));
   auto one = select_configurations(all, {"run=2node-real-step", "scope=global"});
   CHECK_THROWS_WITH(fit_step_model(one), Catch::Contains("more fitted metrics than free parameters"));
@@ -201,7 +202,7 @@ TEST_CASE("measured runs and calibrations go through the database", "[step_fit]"
     db.store(calibration_record(cal, {{"name", "seed-db"}}), OnExisting::replace);
     const auto row = db.calibration("seed-db");
     REQUIRE(row.has_value());
-    CHECK(row->schema_version == 2);
+    CHECK(row->schema_version == 3);
     CHECK(calibration_from_json(row->body, "db").parameters.size() == cal.parameters.size());
   }
   std::filesystem::remove(path);
@@ -273,4 +274,86 @@ TEST_CASE("dionsim measure's own runs (2 x H200) calibrate the step model throug
     INFO(r.configuration << " " << r.metric);
     if (r.metric == "opt_step_ms" || r.metric == "a2a_ms" || r.metric == "ns_gemm_ms") CHECK(std::abs(r.error_pct) <= 5.0);
   }
+}
+
+TEST_CASE("issue 17: every GPU preset, NS variants, one calibration per GPU, a calibration's fabric", "[step_fit]") {
+  // Labels as measured map onto the presets; GB200 is not B200, a PCIe card has no preset.
+  CHECK(gpu_preset_of("H100 SXM")->hardware == "h100-sxm");
+  CHECK(gpu_preset_of("NVIDIA H100 80GB HBM3")->fabric == "h100-ndr400");
+  CHECK(gpu_preset_of("NVIDIA H200")->hardware == "h200");
+  CHECK(gpu_preset_of("A100-SXM4-80GB")->fabric == "a100-hdr200");
+  CHECK(gpu_preset_of("B200")->fabric == "b200-ndr400");
+  CHECK(gpu_preset_of("NVIDIA GB200")->hardware == "gb200");
+  CHECK(gpu_preset_of("GB200")->fabric == "gb200-nvl72");
+  CHECK(gpu_preset_of("B300")->hardware == "b300");
+  CHECK(gpu_preset_of("GB300")->fabric == "gb300-nvl72");
+  CHECK_FALSE(gpu_preset_of("H100 PCIe").has_value());
+  CHECK_FALSE(gpu_preset_of("MI300X").has_value());
+  for (const char* preset : {"a100-sxm", "h100-sxm", "h200", "b200", "b300", "gb200", "gb300"})
+    CHECK(gpu_preset_of(preset)->hardware == preset);
+
+  // The NS variant: numerics (the FLOP model) + implementation (its own kernel rates).
+  const auto v = parse_ns_variant("Gram+Triton", "x.csv:2");
+  CHECK(v.numerics == "gram");
+  CHECK(v.implementation == "triton");
+  CHECK(v.text() == "gram+triton");
+  CHECK(parse_ns_variant("polar_express", "x").implementation.empty());
+  CHECK_THROWS_WITH(parse_ns_variant("gramm", "x.csv:2"), Catch::Contains("x.csv:2: ns: got 'gramm', expected polar_express"));
+  CHECK_THROWS_AS(parse_ns_variant("gram+", "x"), dionsim::InputError);
+  CHECK_THROWS_AS(parse_ns_variant("gram+tri ton", "x"), dionsim::InputError);
+  const std::map<std::string, double> p = {
+      {"ns_gemm_efficiency", 0.5}, {"ns_gemm_efficiency@gram+triton", 0.9}, {"host_launch_us@gram", 16.0}};
+  CHECK(parameters_for_ns(p, "gram+triton") == std::map<std::string, double>{{"ns_gemm_efficiency", 0.9}});
+  CHECK(parameters_for_ns(p, "gram") ==
+        std::map<std::string, double>{{"ns_gemm_efficiency", 0.5}, {"host_launch_us", 16.0}});
+
+  // The seed file: 17 H100 configurations usable (5 training steps, 12 opt.step() benchmarks), the
+  // 6 B200 ones skipped for their models.
+  const auto split = split_by_hardware(group_configurations(read_measurement_csv(kSeed)));
+  REQUIRE(split.hardware.size() == 1);
+  CHECK(split.hardware.front().hardware == "h100-sxm");
+  CHECK(split.hardware.front().configurations.size() == 17);
+  REQUIRE(split.skipped.size() == 6);
+  for (const auto& s : split.skipped) {
+    CHECK(s.hardware == "B200");
+    CHECK_THAT(s.reason, Catch::Contains("model: got 'mixformer-"));
+  }
+
+  // Two variants in one fit: kernel rates per variant, the fabric recorded.
+  auto runs = select_configurations(group_configurations(read_measurement_csv(kSeed)), {"run=isolated-opt-step-pooled"});
+  const auto iso = fit_step_model(runs);
+  CHECK(iso.fabric == "h100-ndr400");
+  CHECK(iso.ns_variants == std::vector<std::string>{"gram+triton"});
+  // The 1b step is launch-bound: ~25 ms whatever the scope; the fit finds a host cost per launch
+  // of an eager torch op's size.
+  CHECK(iso.parameters.at("host_launch_us") > 5.0);
+  CHECK(iso.parameters.at("host_launch_us") < 20.0);
+  const auto cal = calibration_from_step_fit(iso, "iso", {}, "test");
+  CHECK(cal.fabric == "h100-ndr400");
+  CHECK(to_json(cal).at("fabric") == "h100-ndr400");
+
+  // A calibration applies its fabric parameters on its fabric only.
+  dionsim::sim::StepCalibration step;
+  step.fabric = "h100-ndr400";
+  step.nic_efficiency = 0.5;
+  step.alltoall_latency_us = 100.0;
+  step.fwd_bwd_ms = 300.0;
+  dionsim::sim::WhatifStudy study;
+  study.base.model = "seed-5120x8";
+  dionsim::sim::apply_step_calibration(step, study);
+  CHECK(study.base.fwd_bwd_ms == 300.0);  // GPU-scoped: everywhere
+  std::vector<dionsim::sim::WhatifConfig> configs(3, study.base);
+  configs[0].fabric = dionsim::topo::preset("h100-ndr400");
+  configs[1].fabric = dionsim::topo::preset("p5-efa");
+  configs[2].fabric = dionsim::topo::preset("h100-ndr400");
+  configs[2].fabric.name = "h100-ndr400@25";  // an overridden NIC is still the fabric
+  const double efa_nic = configs[1].fabric.nic_efficiency;
+  const auto others = dionsim::sim::apply_fabric_calibration(step, study, configs);
+  CHECK(others == std::vector<std::string>{"p5-efa"});
+  CHECK(configs[0].fabric.nic_efficiency == 0.5);
+  CHECK(configs[0].alltoall_latency_us == 100.0);
+  CHECK(configs[1].fabric.nic_efficiency == efa_nic);
+  CHECK(configs[1].alltoall_latency_us == 0.0);
+  CHECK_THAT(configs[1].calibration, Catch::Contains("not on h100-ndr400"));
+  CHECK(configs[2].fabric.nic_efficiency == 0.5);
 }

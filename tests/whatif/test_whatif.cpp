@@ -260,7 +260,7 @@ TEST_CASE("whatif: a `dionsim calibrate` file's parameters drive NS GEMMs and pi
   // a calibration measured on another GPU is refused
   CHECK_THROWS_AS(
       dionsim::analysis::kernel_calibration_from_parameters("traces", "NVIDIA H200", params, hardware_preset("h100-sxm", "--hardware")),
-      UsageError);
+      InputError);
 }
 
 TEST_CASE("whatif: expected maximum of n standard normals", "[whatif][rank_skew]") {
