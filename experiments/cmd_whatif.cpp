@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "analysis/calibration/intervals.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
@@ -27,6 +28,20 @@ std::string topo_presets() {
   for (const auto& n : topo::preset_names()) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
+// The intervals of this sweep's predictions: the calibration's covariance and model-form error (a
+// `dionsim calibrate` file or stored name), priors for what it does not hold; the command line's
+// own step values are inputs, not uncertain.
+analysis::IntervalModel whatif_interval_model(const sim::WhatifOptions& o, const std::string& calibration,
+                                              const sim::KernelCalibration& cal, const analysis::Database* db,
+                                              const std::string& db_label, analysis::IntervalOptions intervals) {
+  if (!o.fwd_bwd_ms.empty() || !o.mfu.empty()) intervals.fixed.insert("fwd_bwd_ms");
+  if (o.rank_skew_ms) intervals.fixed.insert("rank_skew_ms");
+  if (o.collective_hbm_slowdown) intervals.fixed.insert("collective_hbm_slowdown");
+  if (o.host_launch_us != 0.0) intervals.fixed.insert("host_launch_us");
+  const auto fitted = analysis::fitted_calibration(calibration, db, db_label);
+  auto u = analysis::uncertainty_of(fitted ? &*fitted : nullptr, intervals);
+  return analysis::IntervalModel(cal, cal.config.hardware, std::move(u));
+}
 }  // namespace
 
 int run_whatif(std::span<const std::string> args) {
@@ -40,6 +55,7 @@ int run_whatif(std::span<const std::string> args) {
   sim::WhatifOptions o;
   std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks;
   std::int64_t layers = 0;
+  analysis::IntervalOptions intervals;
   const auto set = [](std::optional<double>& target) { return [&target](double v) { target = v; }; };
   // clang-format off
   cmd.options().add_options()
@@ -77,6 +93,8 @@ int run_whatif(std::span<const std::string> args) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
+      ("fabric-spread", po::value(&intervals.fabric_spread)->default_value(intervals.fabric_spread),
+       "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   // clang-format on
@@ -101,6 +119,7 @@ int run_whatif(std::span<const std::string> args) {
   base.hardware = cal.config.hardware.name;
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
   const sim::KernelModel kernels(cal.config, cal.measured);
+  const auto interval_model = whatif_interval_model(o, calibration, cal, db ? &*db : nullptr, common.db, intervals);
   const auto configs = sim::expand(study);
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
@@ -117,23 +136,27 @@ int run_whatif(std::span<const std::string> args) {
     const bool stored = db && !common.force && db->has_run("whatif", hash);
     if (stored) ++skipped;
     const auto result = sim::run_whatif(config, inventory, kernels);
+    const auto ivs = interval_model.intervals(config, inventory);
     if (db && !stored)
-      db->store(analysis::whatif_record(result, config_json, common.seed),
+      db->store(analysis::whatif_record(result, config_json, common.seed, &ivs),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
+      analysis::add_interval_json(row, ivs);
       row["optimizer_collectives"] = sim::collectives_json(result);
       rows.push_back(std::move(row));
     } else {
-      if (!header_printed) std::cout << sim::table_header() << '\n';
+      if (!header_printed) std::cout << sim::table_header(true) << '\n';
       header_printed = true;
-      std::cout << sim::table_row(result) << '\n' << std::flush;
+      const auto halves = analysis::half_widths(ivs);
+      std::cout << sim::table_row(result, &halves) << '\n' << std::flush;
     }
     bar.advance();
   }
   bar.finish();
+  for (const auto& line : interval_model.uncertainty().notes) log(common, "intervals: " + line);
   if (skipped > 0) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");

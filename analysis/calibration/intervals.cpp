@@ -110,6 +110,45 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
   return true;
 }
 
+// The inter-node priors by fabric preset: validate-collectives' measured / modelled time of the
+// published multi-node rows >= 64 MiB of that preset's clusters, 5-95 %, as factors on the
+// efficiency (a time ratio r becomes the factor 1/r); presets with fewer than 50 such rows take the
+// pooled ones (parameter_priors()). docs/calibration.md, "Intervals", has the table.
+struct FabricPrior {
+  std::string_view preset;
+  double nic_low, nic_high, a2a_low, a2a_high;
+  int ring_rows, a2a_rows;
+};
+constexpr double kPooled = 0;  // marks "use the pooled range"
+const std::vector<FabricPrior>& fabric_priors() {
+  static const std::vector<FabricPrior> t = {
+      {"h100-ndr400", 0.753, 1.224, 0.970, 1.025, 216, 64},
+      {"p5-efa", 0.608, 1.206, 0.785, 1.152, 164, 60},
+      {"gb200-nvl72", 0.238, 1.230, kPooled, kPooled, 66, 16},
+      {"gb300-nvl72", 0.346, 1.270, 0.498, 0.938, 54, 54},
+  };
+  return t;
+}
+
+// The prior of `p` for a configuration on `fabric` (a preset name, or "<preset>@<nic GBps>").
+ParameterPrior prior_for(const ParameterPrior& p, const std::string& fabric) {
+  if (p.name != "nic_efficiency" && p.name != "alltoall_inter_efficiency") return p;
+  const std::string preset = fabric.substr(0, fabric.find('@'));
+  for (const auto& f : fabric_priors()) {
+    if (f.preset != preset) continue;
+    const bool nic = p.name == "nic_efficiency";
+    const double low = nic ? f.nic_low : f.a2a_low, high = nic ? f.nic_high : f.a2a_high;
+    if (low == kPooled) return p;
+    ParameterPrior q = p;
+    q.low = low;
+    q.high = high;
+    q.evidence = "validate-collectives on the " + std::to_string(nic ? f.ring_rows : f.a2a_rows) + " published " +
+                 std::string(nic ? "ring-collective" : "all-to-all") + " rows >= 64 MiB of " + preset + " clusters";
+    return q;
+  }
+  return p;
+}
+
 }  // namespace
 
 double Interval::probability_above(double x) const {
@@ -168,10 +207,10 @@ const std::map<std::string, double>& default_model_error() {
   // Relative rms of the leave-one-out errors of the seed calibration (docs/calibration.md, five
   // configurations), by whatif metric; test_intervals recomputes them.
   static const std::map<std::string, double> m = {
-      {"step_wall_ms", 0.0198},   {"opt_wall_ms", 0.0436},    {"opt_comm_window_ms", 0.0665},
-      {"a2a_ms", 0.1520},         {"ns_gemm_ms", 0.0295},     {"non_gemm_ms", 0.0823},
-      {"opt_gpu_ms", 0.0155},     {"opt_cpu_span_ms", 0.0614}, {"opt_gpu_idle_pct", 0.1467},
-      {"mfu_pct", 0.0108},
+      {"step_wall_ms", 0.0173},       {"opt_wall_ms", 0.0661},     {"opt_comm_window_ms", 0.0907},
+      {"a2a_ms", 0.1544},             {"ns_gemm_ms", 0.0299},      {"non_gemm_ms", 0.1133},
+      {"opt_gpu_ms", 0.0163},         {"opt_cpu_span_ms", 0.0626}, {"opt_gpu_idle_comm_window_pct", 0.1634},
+      {"mfu_pct", 0.0106},
   };
   return m;
 }
@@ -262,7 +301,7 @@ struct IntervalModel::Source {
   enum class Kind { direction, prior, fabric } kind = Kind::direction;
   std::vector<std::pair<std::string, double>> direction;  // parameter, 1σ displacement
   double step_minus = 0, step_plus = 0;                   // in units of the direction, inside bounds
-  const ParameterPrior* prior = nullptr;
+  ParameterPrior prior;
 };
 
 IntervalModel::IntervalModel(sim::KernelCalibration calibration, sim::Hardware hardware, Uncertainty uncertainty)
@@ -325,7 +364,7 @@ std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfi
   for (const auto& p : u.priors) {
     Source s;
     s.kind = Source::Kind::prior;
-    s.prior = &p;
+    s.prior = prior_for(p, config.fabric.name);
     out.push_back(s);
   }
   if (u.fabric_spread > 0 && config.nodes > 1) {
@@ -358,7 +397,7 @@ std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>
   } else if (source && source->kind == Source::Kind::prior) {
     for (auto& c : cs) {
       sim::KernelCalibration per = calibration_;
-      changed = apply_prior(*source->prior, side, per, c) || changed;
+      changed = apply_prior(source->prior, side, per, c) || changed;
       kc.config = per.config;  // the kernel part is the same for every configuration
     }
   } else if (source && source->kind == Source::Kind::fabric) {
@@ -483,6 +522,12 @@ void add_interval_json(json& row, const std::map<std::string, Interval>& interva
     row[metric + "_lo"] = iv.lo;
     row[metric + "_hi"] = iv.hi;
   }
+}
+
+std::map<std::string, double> half_widths(const std::map<std::string, Interval>& intervals) {
+  std::map<std::string, double> out;
+  for (const auto& [metric, iv] : intervals) out[metric] = iv.half_width();
+  return out;
 }
 
 json to_json(const Interval& iv) {

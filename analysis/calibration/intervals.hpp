@@ -148,5 +148,7 @@ class IntervalModel {
 // <metric>_lo / <metric>_hi of every interval into a flat JSON row (beside <metric>).
 void add_interval_json(nlohmann::json& row, const std::map<std::string, Interval>& intervals);
 [[nodiscard]] nlohmann::json to_json(const Interval& interval);
+// metric -> half the interval's width (for sim::table_row).
+[[nodiscard]] std::map<std::string, double> half_widths(const std::map<std::string, Interval>& intervals);
 
 }  // namespace dionsim::analysis
