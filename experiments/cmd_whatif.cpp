@@ -93,7 +93,7 @@ int run_whatif(std::span<const std::string> args) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
-      ("fabric-spread", po::value(&intervals.fabric_spread)->default_value(intervals.fabric_spread),
+      ("fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { intervals.fabric_spread = parse_double(v, "--fabric-spread"); }),
        "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
