@@ -172,7 +172,7 @@ TEST_CASE("90 % intervals cover about 90 % of repeated measurements on synthetic
     }
   }
   const double coverage = static_cast<double>(covered) / cells;
-  INFO(covered << " of " << cells);
+  WARN("synthetic coverage: " << covered << " of " << cells);
   CHECK(coverage > 0.82);
   CHECK(coverage < 0.99);
 }

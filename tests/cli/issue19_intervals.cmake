@@ -26,3 +26,7 @@ dionsim_cli_test(whatif_interval_uncalibrated EXIT 0 MATCH "intervals: no step c
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 1 --scope local --fwd-bwd-ms 450)
 dionsim_cli_test(whatif_fabric_spread_nan EXIT 2 MATCH "--fabric-spread: got 'nan', expected a finite number"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --fabric-spread nan)
+# A calibration's model_error is read strictly like the rest of the file.
+dionsim_cli_test(whatif_calibration_bad_model_error EXIT 3
+                 MATCH "calibration_bad_model_error.json: model_error.relative_rms: step_wall_ms: got '-1', expected a relative error in \\[0, 100\\]"
+                 ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 1 --calibration ${PROJECT_SOURCE_DIR}/tests/calibration/data/calibration_bad_model_error.json)
