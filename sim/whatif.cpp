@@ -79,12 +79,12 @@ nlohmann::json to_json(const WhatifConfig& c) {
   const double nvlink = f.nvlink_GBps * f.nvlink_efficiency, nic = f.nic_GBps * f.nic_efficiency;
   nlohmann::json j = {
       {"model", c.model},
-      {"optimizer", std::string(opt::to_string(c.optimizer))},
-      {"ns", std::string(opt::to_string(c.ns))},
-      {"scope", std::string(opt::to_string(c.scope))},
-      {"fraction", c.fraction},
-      {"capacity_factor", c.scope == opt::Scope::global_capped
-                              ? opt::capacity_factor_json(c.capacity_factor)
+      {"optimizer", std::string(opt::to_string(c.plan.optimizer))},
+      {"ns", std::string(opt::to_string(c.plan.ns))},
+      {"scope", std::string(opt::to_string(c.plan.scope))},
+      {"fraction", c.plan.fraction},
+      {"capacity_factor", c.plan.scope == opt::Scope::global_capped
+                              ? opt::capacity_factor_json(c.plan.capacity_factor)
                               : nlohmann::json(nullptr)},
       {"nodes", c.nodes},
       {"gpus_per_node", c.gpus_per_node},
@@ -164,9 +164,7 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   check_axis(s.nodes.empty() && s.gpus.empty(), "--nodes");
   check_axis(s.fabrics.empty(), "--fabric");
   if (!s.nodes.empty() && !s.gpus.empty()) throw UsageError("give one of --nodes N,.. or --gpus W,..");
-  for (double f : s.fractions) {
-    if (!(f > 0.0 && f <= 1.0)) throw_bad_usage("--fraction", shortest(f), "a number in (0, 1]");
-  }
+  for (double f : s.fractions) opt::check_fraction(f, "--fraction");
   for (const auto& c : s.capacity_factors) {
     opt::check_capacity_factor(c, "--capacity-factor");
   }
@@ -251,9 +249,9 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
               for (auto tok : tokens) {
                 for (auto nodes : node_counts) {
                   WhatifConfig c = s.base;
-                  c.scope = scope;
-                  c.fraction = fraction;
-                  c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
+                  c.plan.scope = scope;
+                  c.plan.fraction = fraction;
+                  c.plan.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
                   c.fabric = topo::with_gpus_per_host(fabric, gpn);
                   c.nodes = nodes;
                   c.gpus_per_node = gpn;
@@ -356,13 +354,15 @@ double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std
 }
 
 opt::PlanConfig WhatifConfig::plan_config() const {
-  opt::PlanConfig pc;
+  opt::PlanConfig pc = plan;
   pc.world = shard_world();
-  pc.scope = scope;
-  pc.fraction = fraction;
-  pc.capacity_factor = capacity_factor;
-  pc.optimizer = optimizer;
-  pc.ns = ns;
+  return pc;
+}
+
+opt::PlanConfig WhatifConfig::default_plan() {
+  opt::PlanConfig pc;
+  pc.optimizer = opt::OptimizerKind::nordion2;
+  pc.ns = opt::NsKind::gram;
   return pc;
 }
 
@@ -486,11 +486,11 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   }
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
-  if (config.scope == opt::Scope::global_capped) {
+  if (config.plan.scope == opt::Scope::global_capped) {
     double deferred = 0.0, winners = 0.0;
     for (const auto& g : r.plan.groups) {
       const double group_winners = static_cast<double>(g.N) * static_cast<double>(g.k_tot);
-      deferred += predicted_deferral_fraction(g, config.fraction, config.shard_world()) * group_winners;
+      deferred += predicted_deferral_fraction(g, config.plan.fraction, config.shard_world()) * group_winners;
       winners += group_winners;
     }
     r.deferral_pct = winners > 0.0 ? 100.0 * deferred / winners : 0.0;
@@ -567,8 +567,8 @@ WhatifStudy make_study(const WhatifOptions& o) {
   WhatifStudy study;
   auto& base = study.base;
   base.model = o.model;
-  base.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
-  base.ns = opt::parse_ns(o.ns, "--ns");
+  base.plan.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
+  base.plan.ns = opt::parse_ns(o.ns, "--ns");
   if (o.gpus_per_node) base.gpus_per_node = *o.gpus_per_node;
   study.gpus_per_node = o.gpus_per_node;
   base.host_launch_us = o.host_launch_us;
@@ -615,8 +615,8 @@ std::string table_header(bool intervals) {
 
 std::string table_row(const WhatifResult& r, const std::map<std::string, double>* half_widths) {
   const auto& c = r.config;
-  const std::string cap = c.scope != opt::Scope::global_capped ? "-"
-                          : c.capacity_factor                  ? shortest(*c.capacity_factor)
+  const std::string cap = c.plan.scope != opt::Scope::global_capped ? "-"
+                          : c.plan.capacity_factor             ? shortest(*c.plan.capacity_factor)
                                                                : "auto";
   const std::string defer = r.deferral_pct ? [&] {
     char b[32];
@@ -636,7 +636,7 @@ std::string table_row(const WhatifResult& r, const std::map<std::string, double>
   char buf[640];
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
   std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld",
-                c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
+                c.fabric.name.c_str(), std::string(opt::to_string(c.plan.scope)).c_str(), c.plan.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), col(ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
                 col(ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
                 static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),

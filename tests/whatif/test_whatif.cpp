@@ -119,8 +119,8 @@ TEST_CASE("whatif: on one fabric a scope sending fewer bytes never has more expo
         for (const auto& c : expand(study)) results.push_back(run_whatif(c, inventory, model));
         for (const auto& a : results) {
           for (const auto& b : results) {
-            if (b.config.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
-            INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.scope) << " "
+            if (b.config.plan.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
+            INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.plan.scope) << " "
                         << bytes(a) << " B vs global " << bytes(b) << " B");
             CHECK(a.exposed_comm_ns <= b.exposed_comm_ns);
             CHECK(a.opt.exposed_comm_ns <= b.opt.exposed_comm_ns);
@@ -297,7 +297,7 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
   for (std::size_t i = 0; i < plain.size(); ++i) {
     const auto a = run_whatif(plain[i], inventory, model);
     const auto b = run_whatif(skewed[i], inventory, model);
-    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    INFO(opt::to_string(b.config.plan.scope) << " nodes " << b.config.nodes);
     const DurationNs wait = expected_rank_wait_ns(1.5, b.config.world());
     CHECK(a.rank_wait_ns == 0);
     CHECK(b.rank_wait_ns == wait);
@@ -306,7 +306,7 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
     CHECK(b.opt.wall_ns == a.opt.wall_ns);
     // The measured rank's optimizer window and first collective grow by the wait.
     CHECK(b.opt_wall_seen_ns() == a.opt.wall_ns + wait);
-    const bool capped = b.config.scope == opt::Scope::global_capped;
+    const bool capped = b.config.plan.scope == opt::Scope::global_capped;
     REQUIRE(b.first_collective.has_value());
     CHECK(*b.first_collective == (capped ? StepCollective::all_gather : StepCollective::all_to_all));
     CHECK(b.a2a_seen_ns() == a.opt.a2a_ns + (capped ? 0 : wait));
@@ -352,7 +352,7 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   for (std::size_t i = 0; i < plain.size(); ++i) {
     const auto a = run_whatif(plain[i], inventory, model);
     const auto b = run_whatif(slowed[i], inventory, model);
-    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    INFO(opt::to_string(b.config.plan.scope) << " nodes " << b.config.nodes);
     CHECK(to_json(b.config)["collective_hbm_slowdown"] == 1.8);  // named in the hash input only when set
     CHECK_FALSE(to_json(a.config).contains("collective_hbm_slowdown"));
     if (b.config.nodes > 1) {  // across nodes the NIC bounds the collectives: nothing changes
