@@ -265,7 +265,7 @@ Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& opt
     u.covariance = fitted->covariance;
     if (u.covariance_parameters.empty())
       u.notes.push_back("calibration '" + fitted->name +
-                        "' has no covariance (schema 1): its fitted parameters are taken as exact");
+                        "' has no covariance: its fitted parameters are taken as exact");
     if (!fitted->model_error.empty()) {
       u.model_error = fitted->model_error;
       u.model_error_source = "leave-one-out of calibration '" + fitted->name + "' (" +
