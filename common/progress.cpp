@@ -21,11 +21,18 @@ void ProgressBar::advance(std::int64_t by) {
   }
 }
 
+void ProgressBar::set_detail(std::string detail) {
+  detail_ = std::move(detail);
+  if (visible_ && !finished_) draw();
+}
+
 void ProgressBar::draw() {
   constexpr int width = 30;
   const auto filled = static_cast<int>(width * done_ / total_);
-  std::fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld", label_.c_str(), filled, "==============================",
-               width - filled, "", static_cast<long long>(done_), static_cast<long long>(total_));
+  // \033[K: a shorter detail than the last one leaves nothing of it behind.
+  std::fprintf(stderr, "\r%s [%.*s%*s] %lld/%lld%s%s\033[K", label_.c_str(), filled, "==============================",
+               width - filled, "", static_cast<long long>(done_), static_cast<long long>(total_),
+               detail_.empty() ? "" : "  ", detail_.c_str());
   std::fflush(stderr);
 }
 

@@ -15,6 +15,8 @@ class ProgressBar {
   ~ProgressBar();
 
   void advance(std::int64_t by = 1);
+  // Text shown after the count (what is being worked on now, e.g. "world 1024 c 1.38"); redrawn now.
+  void set_detail(std::string detail);
   void finish();
   [[nodiscard]] bool visible() const noexcept { return visible_; }
 
@@ -22,6 +24,7 @@ class ProgressBar {
   void draw();
 
   std::string label_;
+  std::string detail_;
   std::int64_t total_;
   std::int64_t done_ = 0;
   bool visible_;

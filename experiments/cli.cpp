@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/parse.hpp"
+#include "common/table.hpp"
 
 namespace dionsim::cli {
 
@@ -26,6 +27,11 @@ Command::Command(std::string name, std::string usage, std::string summary)
 
 void Command::positional(const std::string& name, int max_count) { positional_.add(name.c_str(), max_count); }
 
+void Command::offer_csv() {
+  shared_.add_options()("csv", po::bool_switch(&common_.csv),
+                        "print the --json result as CSV on stdout (same columns; README \"Output formats\")");
+}
+
 bool Command::parse(std::span<const std::string> args) {
   po::options_description all;
   all.add(specific_).add(shared_);
@@ -40,6 +46,7 @@ bool Command::parse(std::span<const std::string> args) {
   } catch (const po::error& e) {
     throw UsageError(name_ + ": " + e.what() + " (see 'dionsim " + name_ + " --help')");
   }
+  if (common_.json && common_.csv) throw UsageError(name_ + ": --json and --csv are exclusive; give one of them");
   // Every numeric flag of every subcommand passes the one number rule (common/parse.hpp): boost
   // reads "inf", "nan", 1e300 and 1e-320 as doubles, which no flag means.
   for (const auto& [flag, value] : vm_) {
@@ -65,6 +72,22 @@ void Command::print_help(std::ostream& out) const {
 }
 
 void print_json(const nlohmann::json& value) { std::cout << value.dump(2) << '\n'; }
+
+void print_result(const CommonOptions& common, const nlohmann::json& value) {
+  if (common.csv) {
+    std::cout << to_csv(tables_from_json(value)) << std::flush;
+  } else {
+    print_json(value);
+  }
+}
+
+void print_result(const CommonOptions& common, const nlohmann::json& value, std::span<const Table> csv_tables) {
+  if (common.csv) {
+    std::cout << to_csv(csv_tables) << std::flush;
+  } else {
+    print_json(value);
+  }
+}
 
 void log(const CommonOptions& common, const std::string& message) {
   if (!common.quiet) std::cerr << "dionsim: " << message << '\n';

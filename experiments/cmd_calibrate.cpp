@@ -20,6 +20,7 @@
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
+#include "common/table.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 
@@ -31,6 +32,17 @@ using nlohmann::json;
 using analysis::InputKind;
 
 void print(const std::string& text) { std::fputs(text.c_str(), stdout); }
+
+// --csv of a calibration: its parameters, one row each (the JSON's calibration.parameters map),
+// then the in-sample rows when there are any (stacked with a "table" column).
+std::vector<Table> calibration_tables(const json& calibration, const json& in_sample = json::array()) {
+  std::vector<Table> tables{table_from_map("parameters", calibration["parameters"], "parameter")};
+  if (!in_sample.empty()) {
+    tables.push_back(tables_from_json(in_sample).front());
+    tables.back().name = "in_sample";
+  }
+  return tables;
+}
 
 }  // namespace
 
@@ -55,6 +67,7 @@ int run_calibrate(std::span<const std::string> args) {
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select measured configurations (CSV or --db) by a column, e.g. run=1node-real-step; repeatable: one key's "
       "values are alternatives, different keys must all match");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -82,12 +95,12 @@ int run_calibrate(std::span<const std::string> args) {
       json dumped = json::array();
       for (const auto& g : selected) {
         dumped.push_back(analysis::to_json(g));
-        if (common.json) continue;
+        if (common.machine()) continue;
         std::printf("%s:", g.config.label().c_str());
         for (const auto& [metric, value] : g.metrics) std::printf(" %s=%g", metric.c_str(), value);
         std::printf("\n");
       }
-      if (common.json) print_json(dumped);
+      if (common.machine()) print_result(common, dumped);
       return 0;
     }
     const std::string source = from_db ? common.db : measured.front();
@@ -107,10 +120,11 @@ int run_calibrate(std::span<const std::string> args) {
     if (db && !from_db)
       for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);
     save_calibration(common, db ? &*db : nullptr, calibration, name, sources, out);
-    if (common.json) {
+    if (common.machine()) {
       json rows = json::array();
       for (const auto& r : in_sample) rows.push_back(analysis::to_json(r));
-      print_json({{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}});
+      const json result = {{"calibration", analysis::to_json(calibration)}, {"in_sample", rows}};
+      print_result(common, result, calibration_tables(result["calibration"], rows));
     } else {
       print(analysis::calibration_table(calibration));
       print(analysis::in_sample_table(in_sample));
@@ -126,7 +140,7 @@ int run_calibrate(std::span<const std::string> args) {
   if (kind != InputKind::trace && measured.size() > 1)
     throw_bad_usage("--measured", measured[1], "a single non-trace file");
   if (name.empty()) name = std::filesystem::path(measured.front()).filename().string();
-  const bool table = !common.json;
+  const bool table = !common.machine();
 
   json dumped = json::array();
   analysis::Calibration calibration;
@@ -152,14 +166,14 @@ int run_calibrate(std::span<const std::string> args) {
     calibration = analysis::calibration_from_anchors(fits, name, measured.front(), tool);
   }
   if (dump) {
-    if (!table) print_json(dumped);
+    if (!table) print_result(common, dumped);
     return 0;
   }
   save_calibration(common, db ? &*db : nullptr, calibration, name, measured, out);
   if (table)
     print(analysis::calibration_table(calibration));
   else
-    print_json(analysis::to_json(calibration));
+    print_result(common, analysis::to_json(calibration), calibration_tables(analysis::to_json(calibration)));
   return 0;
 }
 

@@ -91,6 +91,7 @@ int run_collective(std::span<const std::string> args) {
       ("dst", po::value<std::int64_t>()->default_value(1), "sendrecv: receiving rank")
       ("mode", po::value<std::string>()->default_value("fast"), "fast (symmetry where provable) | exact (one flow per message)")
       ("dump-topology", po::value<std::string>(), "write the fabric as GraphViz to this .dot file");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
   check_range(cmd, "nvlink-GBps", 1e-9, 1e5, "a bandwidth in (0, 1e5] GB/s");
@@ -161,7 +162,7 @@ int run_collective(std::span<const std::string> args) {
   // --db: one run per size, so an interrupted sweep resumes at the first size not stored.
   Recorder recorder(cmd.common(), "collective");
   nlohmann::json rows = nlohmann::json::array();
-  if (!cmd.common().json) {
+  if (!cmd.common().machine()) {
     std::cout << sim::collective_table_header(spec, mode_name, nodes, g, topology, fabric, use_model, with_nccl);
   }
   for (const std::int64_t s : sizes) {
@@ -181,12 +182,12 @@ int run_collective(std::span<const std::string> args) {
     }
     const sim::CollectiveRow row = sim::collective_row(spec, r, topology.ranks());
     record_collective(recorder, run_config, spec, row, r, topology.ranks(), nodes);
-    if (cmd.common().json)
+    if (cmd.common().machine())
       rows.push_back(sim::collective_json_row(config, row, r, cost ? &*cost : nullptr));
     else
       std::cout << sim::collective_table_row(spec.op, row, cost ? &*cost : nullptr, with_nccl);
   }
-  if (cmd.common().json) print_json(rows);
+  if (cmd.common().machine()) print_result(cmd.common(), rows);
   return 0;
 }
 

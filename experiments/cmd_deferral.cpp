@@ -12,7 +12,9 @@
 #include "analysis/store/store.hpp"
 #include "analysis/store/store_provenance.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/parse.hpp"
+#include "common/progress.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
 #include "optimizer/deferral.hpp"
@@ -48,6 +50,7 @@ int run_deferral(std::span<const std::string> args) {
       ("threads", po::value(&threads)->default_value(threads), "worker threads (results do not depend on it)")
       ("recommend", po::bool_switch(&recommend), "per world: smallest capacity_factor with deferral <= --target")
       ("target", po::value(&target)->default_value(target, "1e-4"), "deferral target for --recommend, in (0, 1)");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   opt::DeferralConfig base;
   base.plan.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
@@ -90,35 +93,51 @@ int run_deferral(std::span<const std::string> args) {
     db.emplace(analysis::Database::open(cmd.common().db));
   }
   nlohmann::json out = nlohmann::json::array();
+  // Progress on a terminal (stderr only): one tick per simulation, the bisection's included.
+  const std::int64_t per_config = recommend ? opt::recommend_max_evaluations() : 1;
+  ProgressBar bar("deferral", static_cast<std::int64_t>(configs.size()) * per_config, cmd.common().quiet);
   bool header_printed = false;  // with the first row: an error before it leaves no orphan header
   const auto print_row = [&](const std::string& row) {
+    if (bar.visible()) std::fputs("\r\033[K", stderr);  // the row does not land behind the bar
     if (!header_printed) std::fputs((recommend ? opt::recommend_table_header() : opt::table_header()).c_str(), stdout);
     header_printed = true;
     std::fputs(row.c_str(), stdout);
   };
   for (const auto& c : configs) {
-    log(cmd.common(), "deferral: " + model + " world " + std::to_string(c.plan.world) + " c " +
-                          (c.plan.capacity_factor ? std::to_string(*c.plan.capacity_factor) : std::string("auto")));
+    const std::string what = "world " + std::to_string(c.plan.world) + " c ";
+    const auto show = [&](std::optional<double> cf) { bar.set_detail(what + (cf ? format("%.3f", *cf) : "auto")); };
+    if (!bar.visible())
+      log(cmd.common(), "deferral: " + model + " " + what + (c.plan.capacity_factor ? std::to_string(*c.plan.capacity_factor) : "auto"));
     if (recommend) {
-      const opt::Recommendation r = opt::recommend_capacity(c, target);
+      std::int64_t started = 0;
+      const opt::Recommendation r = opt::recommend_capacity(c, target, opt::kRecommendMaxC, opt::kRecommendResolution,
+                                                            [&](double cf) {
+                                                              if (started++ > 0) bar.advance();
+                                                              show(cf);
+                                                            });
+      bar.advance(per_config - started + 1);  // the last simulation, and the bisection steps it did not need
       out.push_back(opt::to_json(c, target, r));
-      if (!cmd.common().json) print_row(opt::recommend_table_row(c, target, r));
+      if (!cmd.common().machine()) print_row(opt::recommend_table_row(c, target, r));
       continue;
     }
     const nlohmann::json config = analysis::deferral_config_json(c, mode, replayed);
     if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
       log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
+      bar.advance();
       continue;
     }
+    show(c.plan.capacity_factor);
     const opt::DeferralSummary s = opt::run_deferral(c);
+    bar.advance();
     out.push_back(opt::to_json(c, s));
-    if (!cmd.common().json) print_row(opt::table_row(c, s));
+    if (!cmd.common().machine()) print_row(opt::table_row(c, s));
     if (db) {
       db->store(analysis::deferral_record(config, out.back(), s, c.seed),
                 cmd.common().force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     }
   }
-  if (cmd.common().json) print_json(out);
+  bar.finish();
+  if (cmd.common().machine()) print_result(cmd.common(), out);
   return 0;
 }
 

@@ -38,17 +38,17 @@ int measure_collective(const Command& cmd, const std::string& op, const std::str
   const auto rows = kernels::run_collective_bench(cfg, comms);
   if (comms.front().rank() != 0) return 0;  // one process per GPU: rank 0 reports
   nlohmann::json out = {{"mode", "collective"}, {"op", op}, {"world", n}, {"type", "bfloat16"}, {"rows", nlohmann::json::array()}};
-  if (!cmd.common().json)
+  if (!cmd.common().machine())
     std::printf("# dionsim measure --collective %s  world %d  (GB = 1e9; busbw = algbw*(n-1)/n)\n%12s %12s %8s %6s %6s %10s %8s %8s %7s\n",
                 op.c_str(), n, "size", "count", "type", "redop", "root", "time(us)", "algbw", "busbw", "#wrong");
   for (const auto& r : rows) {
     out["rows"].push_back({{"bytes", r.bytes}, {"count", r.count}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps},
                            {"busbw_GBps", r.busbw_GBps}, {"wrong", r.wrong}});
-    if (!cmd.common().json)
+    if (!cmd.common().machine())
       std::printf("%12zu %12zu %8s %6s %6d %10.1f %8.2f %8.2f %7lld\n", r.bytes, r.count, "bf16", "none", -1, r.time_us,
                   r.algbw_GBps, r.busbw_GBps, r.wrong);
   }
-  if (cmd.common().json) print_json(out);
+  if (cmd.common().machine()) print_result(cmd.common(), out);
   store_measure(cmd.common(), {{"mode", "collective"}, {"op", op}, {"world", n}, {"min_bytes", cfg.min_bytes}, {"max_bytes", cfg.max_bytes},
               {"factor", cfg.factor}, {"iters", cfg.iters}}, out);
   return 0;
@@ -93,6 +93,7 @@ int run_measure(std::span<const std::string> args) {
       (",b", po::value(&b)->default_value(b), "--collective: smallest size per rank (bytes, K/M/G)")
       (",e", po::value(&e)->default_value(e), "--collective: largest size per rank")
       (",f", po::value(&factor)->default_value(factor), "--collective: size multiplication factor");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   // Validate everything before anything touches a device (same answers in CPU and CUDA builds).
   if (!collective.empty() && collective != "alltoall" && collective != "allgather")
@@ -153,8 +154,8 @@ int run_measure(std::span<const std::string> args) {
                           "ns_executed", "eager"})
       config.erase(k);
     store_measure(cmd.common(), config, out);
-    if (cmd.common().json) {
-      print_json(out);
+    if (cmd.common().machine()) {
+      print_result(cmd.common(), out);
       return 0;
     }
     std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  ns %s%s  %s  (median of %d after %d warm-up)\n",

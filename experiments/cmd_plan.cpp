@@ -74,6 +74,7 @@ int run_plan(std::span<const std::string> args) {
       ("ns", po::value(&ns)->default_value(ns), "polar_express | newton_schulz5 | gram (FLOP model)")
       ("momentum-dtype", po::value(&momentum)->default_value(momentum), "float32 | bfloat16 (HBM bytes only)")
       ("ddp", po::bool_switch(&ddp), "unsharded parameters (DDP) instead of FSDP2 row shards");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   opt::PlanConfig config;
   config.world = world;
@@ -93,8 +94,8 @@ int run_plan(std::span<const std::string> args) {
   const opt::Plan plan = opt::make_plan(inventory, config);
   analysis::add_plan_metrics(record, plan);
   recorder.store(record);
-  if (cmd.common().json) {
-    print_json(opt::to_json(plan));
+  if (cmd.common().machine()) {
+    print_result(cmd.common(), opt::to_json(plan));
   } else {
     print_table(plan);
   }

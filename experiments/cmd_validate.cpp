@@ -97,6 +97,7 @@ int run_validate(std::span<const std::string> args) {
       "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
       "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
       "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -115,8 +116,8 @@ int run_validate(std::span<const std::string> args) {
     log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
     const auto e = analysis::extrapolate(selected, io);
     for (const auto& note : analysis::uncertainty_of(&e.calibration, io).notes) log(common, note);
-    if (common.json) {
-      print_json(analysis::to_json(e));
+    if (common.machine()) {
+      print_result(common, analysis::to_json(e));
       return 0;
     }
     std::printf("# fitted on %zu node count(s) up to %d, predicted %d nodes (90 %% intervals)\n%s\n%s\n# differences on one node set\n%s",
@@ -146,9 +147,9 @@ int run_validate(std::span<const std::string> args) {
                 analysis::OnExisting::replace);
       log(common, "recorded the validation in " + common.db);
     }
-    if (common.json) {
-      print_json({{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)},
-                  {"predicted_intervals", interval_rows}, {"coverage_summary", coverage}});
+    if (common.machine()) {
+      print_result(common, {{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)},
+                            {"predicted_intervals", interval_rows}, {"coverage_summary", coverage}});
       return 0;
     }
     const std::string title = "predicted with calibration '" + cal.name + "' (not fitted on these runs)";
@@ -177,8 +178,8 @@ int run_validate(std::span<const std::string> args) {
     db->store(rec, analysis::OnExisting::replace);
     log(common, "recorded the validation in " + common.db);
   }
-  if (common.json) {
-    print_json(result);
+  if (common.machine()) {
+    print_result(common, result);
     return 0;
   }
   if (in_sample) {

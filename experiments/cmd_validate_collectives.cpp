@@ -19,16 +19,17 @@ double pct(int part, int whole) { return whole > 0 ? 100.0 * part / whole : 0.0;
 }  // namespace
 
 int run_validate_collectives(std::span<const std::string> args) {
-  Command cmd("validate-collectives", "[--csv FILE] [--rows] [--mapping]",
+  Command cmd("validate-collectives", "[--published FILE] [--rows] [--mapping] [--json | --csv]",
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
               "own tuning model (all-to-all: the closed form max(intra, inter) + latency).");
   cmd.options().add_options()
-      ("csv", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
-       "published rows (measurements.csv columns)")
+      ("published", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
+       "published rows (measurements.csv columns; --csv is the output format)")
       ("rows", "print every row's prediction")
       ("mapping", "print the cluster -> preset table and exit");
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
   if (cmd.has("mapping")) {
@@ -36,13 +37,13 @@ int run_validate_collectives(std::span<const std::string> args) {
     for (const auto& e : analysis::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
     return 0;
   }
-  const auto rows = analysis::read_published_rows(vm["csv"].as<std::string>());
+  const auto rows = analysis::read_published_rows(vm["published"].as<std::string>());
   const auto predictions = analysis::predict_published(rows);
   const auto summary = analysis::summarize(predictions);
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();
 
-  if (cmd.common().json) {
+  if (cmd.common().machine()) {
     nlohmann::json out = {{"rows", nlohmann::json::array()}, {"regimes", nlohmann::json::array()}, {"skipped", skipped}};
     for (const auto& p : predictions) {
       nlohmann::json j = {{"line", p.row->line}, {"gpu", p.row->gpu}, {"preset", p.preset},
@@ -65,7 +66,7 @@ int run_validate_collectives(std::span<const std::string> args) {
                                 {"dionsim_median_abs_err", s.dionsim_median_abs_err},
                                 {"baseline_median_abs_err", s.baseline_median_abs_err}});
     }
-    print_json(out);
+    print_result(cmd.common(), out);
     return 0;
   }
   if (cmd.has("rows")) {

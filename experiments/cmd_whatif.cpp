@@ -16,6 +16,7 @@
 #include "common/parse.hpp"
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
+#include "optimizer/selection_quality.hpp"
 #include "sim/whatif.hpp"
 #include "topologies/topology.hpp"
 #include "sim/whatif_calibration.hpp"
@@ -53,7 +54,7 @@ int run_whatif(std::span<const std::string> args) {
               "per-rank compute and collective streams, collectives simulated on the fabric.\n"
               "Fabric presets: " + topo_presets() + "\nGPU presets: " + sim::hardware_preset_list());
   sim::WhatifOptions o;
-  std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks;
+  std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks, quality_norms;
   std::int64_t layers = 0;
   analysis::IntervalOptions intervals;
   const auto set = [](std::optional<double>& target) { return [&target](double v) { target = v; }; };
@@ -95,9 +96,13 @@ int run_whatif(std::span<const std::string> args) {
        "beside it (default: a calibration's, else 1)")
       ("fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { intervals.fabric_spread = parse_double(v, "--fabric-spread"); }),
        "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
+      ("selection-quality", po::value(&quality_norms)->implicit_value("iid"),
+       "with --json: add each configuration's selection_quality (optimizer/selection_quality.hpp); "
+       "=STREAM picks the gradient stream as deferral --norms (default iid)")
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
   // clang-format on
+  cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (cmd.has("layers")) o.layers = layers;
@@ -124,6 +129,21 @@ int run_whatif(std::span<const std::string> args) {
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
 
+  std::optional<opt::SelectionQualityCache> quality;
+  if (cmd.has("selection-quality")) {
+    if (!common.json) throw_bad_usage("--selection-quality", quality_norms, "together with --json (tables have no such column)");
+    opt::SelectionQualityConfig q;
+    q.inventory = inventory;
+    q.stream = opt::parse_norm_stream(quality_norms, "--selection-quality");
+    q.stream_flag = "--selection-quality";
+    if (q.stream.kind == opt::StreamKind::replay) (void)analysis::load_replay(q.stream);
+    q.seed = common.seed;
+    for (const auto& c : configs) {  // every configuration, before any work
+      q.plan = c.plan_config();
+      opt::validate(q);
+    }
+    quality.emplace(std::move(q));
+  }
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
   bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
@@ -141,11 +161,12 @@ int run_whatif(std::span<const std::string> args) {
       db->store(analysis::whatif_record(result, config_json, common.seed, &ivs),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
-    if (common.json) {
+    if (common.machine()) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
       analysis::add_interval_json(row, ivs);
       row["optimizer_collectives"] = sim::collectives_json(result);
+      if (quality) row["selection_quality"] = opt::to_json(quality->get(config.plan_config()));
       rows.push_back(std::move(row));
     } else {
       if (!header_printed) std::cout << sim::table_header(true) << '\n';
@@ -161,7 +182,7 @@ int run_whatif(std::span<const std::string> args) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");
   }
-  if (common.json) print_json(rows);
+  if (common.machine()) print_result(common, rows);
   return 0;
 }
 

@@ -15,9 +15,11 @@ int run_calibrate(std::span<const std::string> args);
 int run_report(std::span<const std::string> args);
 int run_validate(std::span<const std::string> args);
 int run_validate_collectives(std::span<const std::string> args);
+int run_export(std::span<const std::string> args);
+int run_compare(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 10> table{{
+  static constexpr std::array<Subcommand, 12> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
@@ -29,6 +31,8 @@ std::span<const Subcommand> subcommands() {
       {"validate-collectives", "predict published nccl-tests rows per size regime beside NCCL's own model",
        run_validate_collectives},
       {"report", "render an HTML/Markdown report with plots from a results database", run_report},
+      {"export", "a database's runs as CSV or JSON: one row per run and metric, every configuration key a column", run_export},
+      {"compare", "two databases (or two --where selections) side by side: differences, interval overlap", run_compare},
   }};
   return table;
 }

@@ -26,6 +26,7 @@
 
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
+#include "optimizer/momentum_rows.hpp"
 #include "optimizer/plan.hpp"
 
 namespace dionsim::opt {
@@ -56,11 +57,6 @@ struct DeferralConfig {
 // std::invalid_argument for a plan scope other than global_capped (no flag sets it).
 void validate(const DeferralConfig& config);
 
-struct StepCounts {
-  std::int64_t winner_rows = 0;
-  std::int64_t deferred_rows = 0;
-};
-
 // Histogram of how many consecutive steps a deferred winner waited before it was applied;
 // bin i = waited i steps (bin 0 unused), the last bin collects >= kMaxWait.
 inline constexpr std::int64_t kMaxWait = 64;
@@ -78,8 +74,7 @@ struct GroupRun {
   std::int64_t applied_rows = 0;  // over all steps
 };
 
-// Fills one matrix's full gradient [S * C] (row-major, global rows) for a step.
-using GradientFill = std::function<void(std::int64_t step, std::int64_t matrix, std::span<float> rows)>;
+// (GradientFill, StepCounts: optimizer/momentum_rows.hpp.)
 // Exact simulation of one packed group (g.path must be capped_packed) with supplied gradients.
 [[nodiscard]] GroupRun simulate_group_exact(const GroupPlan& g, double ef, Dtype momentum_dtype, std::int64_t steps,
                                             const GradientFill& grad, int threads);
@@ -125,7 +120,15 @@ struct Recommendation {
 };
 // Smallest c in [1, c_max] (to `resolution`) whose simulated deferral <= target, by bisection
 // (deferral is non-increasing in c: B = ceil(c * pr * k) only grows; same seed = same gradients).
-[[nodiscard]] Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max = 4.0,
-                                                double resolution = 0.005);
+// `before_each` hears the c of every simulation before it runs (a progress bar).
+inline constexpr double kRecommendMaxC = 4.0, kRecommendResolution = 0.005;
+using EvaluationHook = std::function<void(double capacity_factor)>;
+[[nodiscard]] Recommendation recommend_capacity(const DeferralConfig& config, double target,
+                                                double c_max = kRecommendMaxC,
+                                                double resolution = kRecommendResolution,
+                                                const EvaluationHook& before_each = {});
+// The most simulations recommend_capacity runs: c_max, c = 1, then the bisection's steps.
+[[nodiscard]] std::int64_t recommend_max_evaluations(double c_max = kRecommendMaxC,
+                                                     double resolution = kRecommendResolution);
 
 }  // namespace dionsim::opt

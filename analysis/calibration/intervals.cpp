@@ -454,7 +454,9 @@ Interval make_interval(double value, double var_lo, double var_hi, bool non_nega
   iv.sd_hi = std::sqrt(var_hi);
   iv.lo = value - kIntervalZ * iv.sd_lo;
   iv.hi = value + kIntervalZ * iv.sd_hi;
-  if (non_negative) iv.lo = std::max(0.0, iv.lo);
+  // A time cannot go below 0; a metric whose central value is already negative (the idle share of
+  // a window shorter than the GPU's busy time) is left as it is.
+  if (non_negative && value >= 0) iv.lo = std::max(0.0, iv.lo);
   return iv;
 }
 

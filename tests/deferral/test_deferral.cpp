@@ -440,3 +440,25 @@ TEST_CASE("bad input: capacity_factor below 1 or fraction outside the unit inter
   cfg.stream = parse_norm_stream("skew:rank=4,factor=2", "--norms");
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("R < world"));
 }
+
+TEST_CASE("recommend's hook hears every simulation's c before it runs, at most recommend_max_evaluations", "[deferral]") {
+  // What deferral's progress bar counts (issue 20): c_max, c = 1, then the bisection's midpoints.
+  CHECK(recommend_max_evaluations() == 12);  // [1, 4] halved 10 times to <= 0.005
+  CHECK(recommend_max_evaluations(4.0, 0.01) == 11);
+  DeferralConfig cfg;
+  cfg.inventory = mc_inventory(16);
+  cfg.plan.world = 16;
+  cfg.steps = 3;
+  cfg.mode = DeferralMode::reduced;
+  std::vector<double> heard;
+  const Recommendation r = recommend_capacity(cfg, 1e-2, 4.0, 0.01, [&](double c) { heard.push_back(c); });
+  REQUIRE(r.capacity_factor);
+  CHECK(static_cast<std::int64_t>(heard.size()) == r.evaluations);
+  CHECK(r.evaluations <= recommend_max_evaluations(4.0, 0.01));
+  REQUIRE(heard.size() >= 2);
+  CHECK(heard[0] == 4.0);
+  CHECK(heard[1] == 1.0);
+  if (heard.size() > 2) CHECK(heard[2] == 2.5);
+  // Without a hook: the same recommendation (the hook only listens).
+  CHECK(recommend_capacity(cfg, 1e-2, 4.0, 0.01).capacity_factor == r.capacity_factor);
+}
