@@ -16,6 +16,7 @@
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/kineto.hpp"
 #include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
@@ -156,7 +157,17 @@ int run_calibrate(std::span<const std::string> args) {
     for (const auto& w : where) sources.push_back("where " + w);
     log(common, "fitting the step model to " + std::to_string(selected.size()) + " measured configurations, per GPU" +
                     (joined.empty() ? "" : ", with the parameters of " + std::to_string(joined.size()) + " more inputs held"));
-    const auto result = analysis::calibrate_by_hardware(selected, name, sources, tool, {}, extra);
+    auto result = analysis::calibrate_by_hardware(selected, name, sources, tool, {}, extra);
+    // The model-form error the intervals use (analysis/calibration/intervals.hpp): each GPU's own
+    // leave-one-configuration-out.
+    const auto by_gpu = analysis::split_by_hardware(selected);
+    for (auto& c : result.fitted)
+      for (const auto& h : by_gpu.hardware) {
+        if (h.hardware != c.fit.hardware) continue;
+        analysis::attach_model_error(c.calibration, analysis::leave_one_out_model_error(h.configurations));
+        if (c.calibration.model_error.empty())
+          log(common, c.fit.hardware + ": too few configurations for a leave-one-out: no model_error stored");
+      }
     for (const auto& s : result.skipped) log(common, "skipped " + s.reason);
     for (const auto& c : result.fitted) {
       for (const auto& p : c.fit.unconstrained)

@@ -12,12 +12,14 @@
 
 #include "analysis/measured/measurements.hpp"
 #include "analysis/calibration/parameters.hpp"
+#include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
 #include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
+#include "common/parse.hpp"
 #include "experiments/cli.hpp"
 
 namespace dionsim::cli {
@@ -90,12 +92,18 @@ int run_validate(std::span<const std::string> args) {
   std::vector<std::string> where;
   bool in_sample = false;
   std::string calibration;
+  bool extrapolate = false;
+  double fabric_spread = analysis::kPublishedFabricSpread;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
       "in-sample", po::bool_switch(&in_sample), "also fit on all selected configurations and compare in-sample")(
       "calibration", po::value(&calibration)->value_name("CAL"),
-      "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out");
+      "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out")(
+      "extrapolate", po::bool_switch(&extrapolate),
+      "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
+      "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
+      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
@@ -113,6 +121,24 @@ int run_validate(std::span<const std::string> args) {
     throw_bad_usage("--where", "", "conditions that select the runs of one GPU (validate fits one GPU; e.g. --where hardware='" +
                                        split.hardware.front().configurations.front().config.hardware + "')");
   const auto& selected = split.hardware.front().configurations;
+  if (extrapolate) {
+    if (in_sample || !calibration.empty())
+      throw UsageError("validate: --extrapolate fits its own calibration; give it without --in-sample / --calibration");
+    analysis::IntervalOptions io;
+    io.fabric_spread = fabric_spread;
+    analysis::check_interval_options(io);
+    log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
+    const auto e = analysis::extrapolate(selected, io);
+    for (const auto& note : analysis::uncertainty_of(&e.calibration, io).notes) log(common, note);
+    if (common.machine()) {
+      print_result(common, analysis::to_json(e));
+      return 0;
+    }
+    std::printf("# fitted on %zu node count(s) up to %d, predicted %d nodes (90 %% intervals)\n%s\n%s\n# differences on one node set\n%s",
+                e.fit_nodes.size(), e.fit_nodes.back(), e.predicted_nodes, analysis::interval_rows_table(e.rows).c_str(),
+                analysis::coverage_table(e.summary).c_str(), analysis::differences_table(e.differences).c_str());
+    return 0;
+  }
 
   if (!calibration.empty()) {
     if (in_sample) throw UsageError("validate: --in-sample fits, --calibration does not; give one of them");
@@ -122,6 +148,13 @@ int run_validate(std::span<const std::string> args) {
     log(common, "predicting " + std::to_string(selected.size()) + " configurations with calibration '" + cal.name + "'");
     const auto rows = analysis::compare_predictions(selected, parameters);
     const auto summary = analysis::summarize(rows);
+    analysis::IntervalOptions io;
+    io.fabric_spread = fabric_spread;
+    const auto intervals = analysis::predict_with_intervals(selected, cal, io);
+    json interval_rows = json::array();
+    for (const auto& r : intervals) interval_rows.push_back(analysis::to_json(r));
+    json coverage = json::array();
+    for (const auto& s : analysis::summarize_coverage(intervals)) coverage.push_back(analysis::to_json(s));
     if (db) {
       json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"calibration", calibration}};
       db->store(analysis::validation_record(rows, summary, config, common.seed, analysis::ValidationKind::calibration),
@@ -129,12 +162,15 @@ int run_validate(std::span<const std::string> args) {
       log(common, "recorded the validation in " + common.db);
     }
     if (common.machine()) {
-      print_result(common, {{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)}});
+      print_result(common, {{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)},
+                            {"predicted_intervals", interval_rows}, {"coverage_summary", coverage}});
       return 0;
     }
     const std::string title = "predicted with calibration '" + cal.name + "' (not fitted on these runs)";
     print_rows(title.c_str(), rows);
     print_summary("summary", summary);
+    std::printf("# 90 %% intervals\n%s\n%s", analysis::interval_rows_table(intervals).c_str(),
+                analysis::coverage_table(analysis::summarize_coverage(intervals)).c_str());
     return 0;
   }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/intervals.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
@@ -29,6 +30,20 @@ std::string topo_presets() {
   for (const auto& n : topo::preset_names()) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
+// The intervals of this sweep's predictions: the calibration's covariance and model-form error (a
+// `dionsim calibrate` file or stored name), priors for what it does not hold; the command line's
+// own step values are inputs, not uncertain.
+analysis::IntervalModel whatif_interval_model(const sim::WhatifOptions& o, const std::string& calibration,
+                                              const sim::KernelCalibration& cal, const analysis::Database* db,
+                                              const std::string& db_label, analysis::IntervalOptions intervals) {
+  if (!o.fwd_bwd_ms.empty() || !o.mfu.empty()) intervals.fixed.insert("fwd_bwd_ms");
+  if (o.rank_skew_ms) intervals.fixed.insert("rank_skew_ms");
+  if (o.collective_hbm_slowdown) intervals.fixed.insert("collective_hbm_slowdown");
+  if (o.host_launch_us != 0.0) intervals.fixed.insert("host_launch_us");
+  const auto fitted = analysis::fitted_calibration(calibration, db, db_label);
+  auto u = analysis::uncertainty_of(fitted ? &*fitted : nullptr, intervals);
+  return analysis::IntervalModel(cal, cal.config.hardware, std::move(u));
+}
 }  // namespace
 
 int run_whatif(std::span<const std::string> args) {
@@ -42,6 +57,7 @@ int run_whatif(std::span<const std::string> args) {
   sim::WhatifOptions o;
   std::string hardware = "h100-sxm", calibration, trace_out, trace_ranks, quality_norms;
   std::int64_t layers = 0;
+  analysis::IntervalOptions intervals;
   const auto set = [](std::optional<double>& target) { return [&target](double v) { target = v; }; };
   // clang-format off
   cmd.options().add_options()
@@ -79,6 +95,8 @@ int run_whatif(std::span<const std::string> args) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
+      ("fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { intervals.fabric_spread = parse_double(v, "--fabric-spread"); }),
+       "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
       ("selection-quality", po::value(&quality_norms)->implicit_value("iid"),
        "with --json: add each configuration's selection_quality (optimizer/selection_quality.hpp); "
        "=STREAM picks the gradient stream as deferral --norms (default iid)")
@@ -117,6 +135,7 @@ int run_whatif(std::span<const std::string> args) {
   base.calibration = calibration.empty() ? cal.name : calibration + " (" + cal.name + ")";
   if (ns_variant != o.ns) base.calibration += "; ns " + ns_variant;  // the variant's rates (config.ns: its numerics)
   const sim::KernelModel kernels(cal.config, cal.measured);
+  const auto interval_model = whatif_interval_model(o, calibration, cal, db ? &*db : nullptr, common.db, intervals);
   auto configs = sim::expand(study);
   for (const auto& other : sim::apply_fabric_calibration(cal.step, study, configs))
     log(common, "calibration '" + cal.name + "' was fitted on " + cal.step.fabric + ": on " + other +
@@ -151,24 +170,28 @@ int run_whatif(std::span<const std::string> args) {
     const bool stored = db && !common.force && db->has_run("whatif", hash);
     if (stored) ++skipped;
     const auto result = sim::run_whatif(config, inventory, kernels);
+    const auto ivs = interval_model.intervals(config, inventory);
     if (db && !stored)
-      db->store(analysis::whatif_record(result, config_json, common.seed),
+      db->store(analysis::whatif_record(result, config_json, common.seed, &ivs),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.machine()) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
+      analysis::add_interval_json(row, ivs);
       row["optimizer_collectives"] = sim::collectives_json(result);
       if (quality) row["selection_quality"] = opt::to_json(quality->get(config.plan_config()));
       rows.push_back(std::move(row));
     } else {
-      if (!header_printed) std::cout << sim::table_header() << '\n';
+      if (!header_printed) std::cout << sim::table_header(true) << '\n';
       header_printed = true;
-      std::cout << sim::table_row(result) << '\n' << std::flush;
+      const auto halves = analysis::half_widths(ivs);
+      std::cout << sim::table_row(result, &halves) << '\n' << std::flush;
     }
     bar.advance();
   }
   bar.finish();
+  for (const auto& line : interval_model.uncertainty().notes) log(common, "intervals: " + line);
   if (skipped > 0) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");

@@ -181,9 +181,11 @@ RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& re
   return rec;
 }
 
-RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed) {
+RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed,
+                        const std::map<std::string, Interval>* intervals) {
   auto rec = RunRecord::begin("whatif", RunMode::simulated, config, seed);
-  const auto metrics = sim::metrics_json(r);
+  auto metrics = sim::metrics_json(r);
+  if (intervals) add_interval_json(metrics, *intervals);
   for (const auto& [name, value] : metrics.items()) {
     if (!value.is_number()) continue;
     const std::string unit = name.ends_with("_ms")      ? "ms"

@@ -13,7 +13,7 @@ function(issue20_db_test name)
 endfunction()
 
 # --csv: the --json result's columns, RFC 4180; one of --json / --csv.
-dionsim_cli_test(issue20_whatif_csv EXIT 0 MATCH "^a2a_ms,a2a_payload_bytes,.*,world\n[0-9.]+,[0-9]+,"
+dionsim_cli_test(issue20_whatif_csv EXIT 0 MATCH "^a2a_ms,a2a_ms_hi,a2a_ms_lo,a2a_payload_bytes,.*,world\n[0-9.]+,[0-9.]+,[0-9.]+,[0-9]+,"
                  ARGS whatif --model seed-5120x8 --nodes 1 --scope local --mfu 0.45 --quiet --csv)
 dionsim_cli_test(issue20_json_and_csv EXIT 2 MATCH "whatif: --json and --csv are exclusive"
                  ARGS whatif --model seed-5120x8 --nodes 1 --mfu 0.45 --json --csv)
