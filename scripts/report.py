@@ -36,7 +36,7 @@ TABLE_COLUMNS = [
     ("opt_wall_ms", "opt ms", "{:.2f}"), ("opt_gpu_ms", "opt GPU ms", "{:.2f}"),
     ("opt_gpu_idle_pct", "GPU idle %", "{:.1f}"), ("a2a_payload_MB", "a2a MB", "{:.1f}"),
     ("a2a_ms", "a2a ms", "{:.2f}"), ("exposed_comm_ms", "exposed ms", "{:.2f}"), ("mfu_pct", "MFU %", "{:.2f}"),
-    ("deferral_pct", "deferral %", "{:.4f}"),
+    ("deferral_pct_shown", "deferral %", "{:.4f}"),
 ]
 
 
@@ -65,6 +65,12 @@ def load_whatif_rows(db_path):
     rows = list(runs.values())
     for r in rows:
         r["a2a_payload_MB"] = r.get("a2a_payload_bytes", 0.0) / 1e6
+        # deferral_fraction (issue 19: the deferral engine's estimate, a fraction); runs stored
+        # before it hold deferral_pct (percent, whatif's own per-group formula): read as pct / 100.
+        if "deferral_fraction" not in r and "deferral_pct" in r:
+            r["deferral_fraction"] = r["deferral_pct"] / 100.0
+        if "deferral_fraction" in r:
+            r["deferral_pct_shown"] = 100.0 * r["deferral_fraction"]
         cap = r.get("capacity_factor")
         r["capacity_factor"] = "-" if cap is None else cap
     if not rows:
@@ -216,7 +222,7 @@ def report(args):
     intro = (f"{len(rows)} simulated configurations from `{os.path.basename(args.db)}` "
              f"(model {', '.join(models)}). Times per training step; payload = optimizer all-to-all bytes "
              "sent per rank (fwd + rev, MB = 1e6 B); exposed = FSDP beyond compute + optimizer collectives "
-             "the GPU waits on; deferral = predicted (spec §4.12) for global_capped.")
+             "the GPU waits on; deferral = the deferral engine's estimate for global_capped (analytic, spec §4.12, unless the run was simulated).")
     table = markdown_table(rows)
     md = ["# dionsim what-if report", "", intro, ""]
     for png, title in pngs:

@@ -12,6 +12,7 @@
 #include "common/parse.hpp"
 #include "sim/whatif_metrics.hpp"
 #include "topologies/topology_file.hpp"
+#include "optimizer/deferral.hpp"
 #include "optimizer/plan_json.hpp"
 
 namespace dionsim::sim {
@@ -108,6 +109,14 @@ nlohmann::json to_json(const WhatifConfig& c) {
   if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
   if (c.collective_hbm_slowdown) j["collective_hbm_slowdown"] = *c.collective_hbm_slowdown;
   if (c.host_ahead) j["host_ahead"] = true;
+  // The analytic estimate is the default and leaves the hash as it was; a simulated one names
+  // everything its number depends on.
+  if (c.scope == opt::Scope::global_capped && c.deferral.estimator == DeferralEstimator::simulated) {
+    j["deferral_estimate"] = "simulated";
+    j["deferral_steps"] = c.deferral.steps;
+    j["deferral_norms"] = c.deferral.stream.text;
+    j["deferral_seed"] = c.deferral.seed;
+  }
   // Issue 17's keys, only where they differ from what earlier runs did (their hashes stay).
   if (f.gpus_per_nvlink_domain != c.gpus_per_node) j["gpus_per_nvlink_domain"] = f.gpus_per_nvlink_domain;
   if (f.network != topo::Network::infiniband) j["network"] = topo::to_string(f.network);
@@ -335,26 +344,6 @@ DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world) {
   return static_cast<DurationNs>(std::llround(sigma_ms * 1e6 * it->second));
 }
 
-double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std::int64_t world) {
-  if (g.path != opt::Path::capped_packed || world <= 1) {
-    return 0.0;
-  }
-  const double w = static_cast<double>(world);
-  const double mu = static_cast<double>(g.pr) * static_cast<double>(g.k_tot) / w;
-  const double var = static_cast<double>(g.pr) * static_cast<double>(g.k) * (1.0 - 1.0 / w) * (1.0 - fraction);
-  if (mu <= 0.0) {
-    return 0.0;
-  }
-  if (var <= 0.0) {
-    return std::max(0.0, mu - static_cast<double>(g.B)) / mu;
-  }
-  const double sigma = std::sqrt(var);
-  const double z = (static_cast<double>(g.B) - mu) / sigma;
-  const double phi = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
-  const double tail = 0.5 * std::erfc(z / std::sqrt(2.0));  // 1 - Phi(z)
-  return std::max(0.0, (sigma * phi - (static_cast<double>(g.B) - mu) * tail) / mu);
-}
-
 opt::PlanConfig WhatifConfig::plan_config() const {
   opt::PlanConfig pc;
   pc.world = shard_world();
@@ -393,6 +382,112 @@ StepFabric replica_fabric(const WhatifConfig& c) {
 }
 
 }  // namespace
+
+DeferralEstimator parse_deferral_estimator(std::string_view text, std::string_view flag) {
+  if (text == "analytic") return DeferralEstimator::analytic;
+  if (text == "simulated") return DeferralEstimator::simulated;
+  throw_bad_usage(flag, text, "analytic or simulated");
+}
+
+std::string_view to_string(DeferralEstimator e) {
+  return e == DeferralEstimator::analytic ? "analytic" : "simulated";
+}
+
+Routing routing_of(const opt::Plan& plan) {
+  Routing r;
+  for (const auto& g : plan.groups) {
+    switch (g.path) {
+      case opt::Path::capped_packed: ++r.packed; break;
+      case opt::Path::global: ++r.exact_global; break;
+      case opt::Path::local: ++r.local; break;
+      case opt::Path::ddp:
+      case opt::Path::single: ++r.unsharded; break;
+    }
+    if (g.c > 0.0) {  // a global_capped group (c is 0 for every other scope)
+      r.capacity_factor_min = std::min(r.capacity_factor_min.value_or(g.c), g.c);
+      r.capacity_factor_max = std::max(r.capacity_factor_max.value_or(g.c), g.c);
+    }
+    if (g.path == opt::Path::local && g.kw >= g.rows) {
+      if (r.local_all_rows++ == 0) {
+        r.local_example_kw = g.kw;
+        r.local_example_rows = g.rows;
+      }
+    }
+  }
+  return r;
+}
+
+std::string routing_text(const Routing& r) {
+  return std::to_string(r.packed) + "/" + std::to_string(r.exact_global) + "/" + std::to_string(r.local);
+}
+
+std::string resolved_capacity_text(const Routing& r) {
+  if (!r.capacity_factor_min) return "-";
+  char buf[64];
+  if (*r.capacity_factor_max - *r.capacity_factor_min < 5e-5) {
+    std::snprintf(buf, sizeof buf, "%.4f", *r.capacity_factor_min);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f-%.3f", *r.capacity_factor_min, *r.capacity_factor_max);
+  }
+  return buf;
+}
+
+nlohmann::json routing_json(const Routing& r) {
+  return {{"packed", r.packed}, {"exact_global", r.exact_global}, {"local", r.local}, {"unsharded", r.unsharded}};
+}
+
+std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
+  const std::string what = std::string(opt::to_string(c.scope)) + " (fraction " + shortest(c.fraction) +
+                           (c.scope == opt::Scope::global_capped ? ", c " + opt::capacity_factor_text(c.capacity_factor) : "") +
+                           ") at world " + std::to_string(c.shard_world());
+  const std::int64_t groups = r.packed + r.exact_global + r.local + r.unsharded;
+  if (c.scope == opt::Scope::global_capped && r.packed == 0 && r.exact_global > 0) {
+    return what + ": every one of the " + std::to_string(r.exact_global) +
+           " capped groups is routed to exact global (c = " + resolved_capacity_text(r) +
+           ": B + 1 >= pr·pl, or 2·pr > cols, spec §4.1) — this is global, and nothing can be deferred";
+  }
+  if (c.scope == opt::Scope::local && r.local_all_rows > 0) {
+    return what + ": " + std::to_string(r.local_all_rows) + " of " + std::to_string(groups) +
+           " groups select k·w >= rows (e.g. " + std::to_string(r.local_example_kw) + " of " +
+           std::to_string(r.local_example_rows) + " rows per matrix): every row is applied, not the fraction asked";
+  }
+  return "";
+}
+
+std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& configs, const opt::Inventory& inventory) {
+  std::vector<std::string> out;
+  for (const auto& c : configs) {
+    if (c.scope == opt::Scope::global) continue;  // exact by construction
+    const std::string note = degeneracy_note(c, routing_of(opt::make_plan(inventory, c.plan_config())));
+    if (!note.empty() && std::find(out.begin(), out.end(), note) == out.end()) out.push_back(note);
+  }
+  return out;
+}
+
+DeferralResult estimate_deferral(const WhatifConfig& c, const opt::Inventory& inventory, const opt::Plan& plan,
+                                 DeferralEstimator estimator) {
+  DeferralResult out;
+  out.estimator = std::string(to_string(estimator));
+  if (c.scope != opt::Scope::global_capped || c.shard_world() < 2) return out;  // no capped path
+  if (estimator == DeferralEstimator::analytic) {
+    out.fraction = opt::analytic_deferral(plan).fraction();
+    return out;
+  }
+  opt::DeferralConfig d;
+  d.inventory = inventory;
+  d.optimizer = c.optimizer;
+  d.world = c.shard_world();
+  d.fraction = c.fraction;
+  d.capacity_factor = c.capacity_factor;
+  d.stream = c.deferral.stream;
+  d.steps = c.deferral.steps;
+  d.seed = c.deferral.seed;
+  d.threads = c.deferral.threads;
+  const opt::DeferralSummary s = opt::run_deferral(d);
+  out.fraction = s.deferred_fraction;
+  out.mode = std::string(opt::to_string(s.mode));
+  return out;
+}
 
 WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
   WhatifResult r;
@@ -486,14 +581,12 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   }
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
+  r.routing = routing_of(r.plan);
   if (config.scope == opt::Scope::global_capped) {
-    double deferred = 0.0, winners = 0.0;
-    for (const auto& g : r.plan.groups) {
-      const double group_winners = static_cast<double>(g.N) * static_cast<double>(g.k_tot);
-      deferred += predicted_deferral_fraction(g, config.fraction, config.shard_world()) * group_winners;
-      winners += group_winners;
-    }
-    r.deferral_pct = winners > 0.0 ? 100.0 * deferred / winners : 0.0;
+    const DeferralResult d = estimate_deferral(config, inventory, r.plan, config.deferral.estimator);
+    r.deferral_fraction = d.fraction;
+    r.deferral_estimator = d.estimator;
+    r.deferral_mode = d.mode;
   }
   return r;
 }
@@ -510,6 +603,11 @@ nlohmann::json metrics_json(const WhatifResult& r) {
     } else {
       out[std::string(m.name)] = *v;
     }
+  }
+  out["routing"] = routing_json(r.routing);
+  if (r.deferral_fraction) {
+    out["deferral_estimate"] = r.deferral_estimator;
+    if (!r.deferral_mode.empty()) out["deferral_mode"] = r.deferral_mode;
   }
   return out;
 }
@@ -575,6 +673,12 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.rank_skew_ms = o.rank_skew_ms;
   base.collective_hbm_slowdown = o.collective_hbm_slowdown;
   base.host_ahead = o.host_ahead;
+  base.deferral.estimator = parse_deferral_estimator(o.deferral_estimate, "--deferral-estimate");
+  base.deferral.stream = opt::parse_norm_stream(o.norms, "--norms");
+  if (o.deferral_steps < 1 || o.deferral_steps > 1000000) {
+    throw_bad_usage("--deferral-steps", std::to_string(o.deferral_steps), "an integer in [1, 1000000]");
+  }
+  base.deferral.steps = o.deferral_steps;
   study.fwd_bwd_mss = double_list(o.fwd_bwd_ms, "--fwd-bwd-ms");
   study.mfus = double_list(o.mfu, "--mfu");
   // The base holds the first value: a calibration fills fwd/bwd only where neither is given.
@@ -606,9 +710,9 @@ WhatifStudy make_study(const WhatifOptions& o) {
 
 std::string table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s %5s %8s", "fabric",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s %5s %8s %8s %11s", "fabric",
                 "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
-                "exposed_ms", "mfu%", "defer%", "shard", "tok/gpu");
+                "exposed_ms", "mfu%", "defer%", "shard", "tok/gpu", "p/g/l", "c_used");
   return buf;
 }
 
@@ -617,18 +721,19 @@ std::string table_row(const WhatifResult& r) {
   const std::string cap = c.scope != opt::Scope::global_capped ? "-"
                           : c.capacity_factor                  ? shortest(*c.capacity_factor)
                                                                : "auto";
-  const std::string defer = r.deferral_pct ? [&] {
+  const std::string defer = r.deferral_fraction ? [&] {
     char b[32];
-    std::snprintf(b, sizeof b, "%.4f", *r.deferral_pct);
+    std::snprintf(b, sizeof b, "%.4f", 100.0 * *r.deferral_fraction);
     return std::string(b);
   }() : "-";
   char buf[512];
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s %5s %8lld",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s %5s %8lld %8s %11s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt_wall_seen_ns()), ms(r.opt.gpu_busy_ns),
                 r.gpu_idle_seen_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.a2a_seen_ns()),
-                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str(), shard.c_str(), static_cast<long long>(c.tokens_per_gpu));
+                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str(), shard.c_str(), static_cast<long long>(c.tokens_per_gpu),
+                routing_text(r.routing).c_str(), resolved_capacity_text(r.routing).c_str());
   return buf;
 }
 

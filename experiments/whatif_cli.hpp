@@ -1,0 +1,43 @@
+#pragma once
+// The options `whatif` and `recommend` share — model, optimizer, cluster (nodes, GPUs, fabric),
+// compute, calibration, deferral estimate — and what they resolve to: one parser for both, so the
+// two subcommands cannot drift apart. Each subcommand adds its own options beside these.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "analysis/store/store.hpp"
+#include "experiments/cli.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/kernel_model.hpp"
+#include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
+
+namespace dionsim::cli {
+
+// The command line as given (defaults preset by the caller before add_whatif_options: they become
+// the options' shown defaults).
+struct WhatifCli {
+  sim::WhatifOptions options;
+  std::string hardware = "h100-sxm", calibration;
+  std::int64_t layers = 0;
+};
+void add_whatif_options(po::options_description& options, WhatifCli& cli);
+
+// The resolved study: validated options, the calibration applied, the inventory, the kernel model,
+// and the database (--db) when given (opened before any work: a refused file exits 4 first).
+// A replayed gradient stream (--norms replay:DB) is loaded here too.
+struct WhatifSetup {
+  sim::WhatifStudy study;
+  opt::Inventory inventory;
+  sim::KernelCalibration calibration;
+  std::optional<analysis::Database> db;
+  std::optional<sim::KernelModel> kernels;
+};
+[[nodiscard]] WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd);
+
+// Prints each note once on stderr ("dionsim: warning: ..."), --quiet or not: a configuration that
+// is not what its scope says is a result, not a log line.
+void warn_degenerate(const std::vector<std::string>& notes);
+
+}  // namespace dionsim::cli
