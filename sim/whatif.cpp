@@ -436,15 +436,18 @@ nlohmann::json routing_json(const Routing& r) {
   return {{"packed", r.packed}, {"exact_global", r.exact_global}, {"local", r.local}, {"unsharded", r.unsharded}};
 }
 
-std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
+namespace {
+
+// The note of a configuration, its capacity factors given as text (one, or a sweep's list).
+std::string note_text(const WhatifConfig& c, const Routing& r, const std::string& capacities) {
   const std::string what = std::string(opt::to_string(c.scope)) + " (fraction " + shortest(c.fraction) +
-                           (c.scope == opt::Scope::global_capped ? ", c " + opt::capacity_factor_text(c.capacity_factor) : "") +
-                           ") at world " + std::to_string(c.shard_world());
+                           (c.scope == opt::Scope::global_capped ? ", c " + capacities : "") + ") at world " +
+                           std::to_string(c.shard_world());
   const std::int64_t groups = r.packed + r.exact_global + r.local + r.unsharded;
   if (c.scope == opt::Scope::global_capped && r.packed == 0 && r.exact_global > 0) {
     return what + ": every one of the " + std::to_string(r.exact_global) +
-           " capped groups is routed to exact global (c = " + resolved_capacity_text(r) +
-           ": B + 1 >= pr·pl, or 2·pr > cols, spec §4.1) — this is global, and nothing can be deferred";
+           " capped groups is routed to exact global (B + 1 >= pr·pl, or 2·pr > cols, spec §4.1) — this is global, "
+           "and nothing can be deferred";
   }
   if (c.scope == opt::Scope::local && r.local_all_rows > 0) {
     return what + ": " + std::to_string(r.local_all_rows) + " of " + std::to_string(groups) +
@@ -454,12 +457,37 @@ std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
   return "";
 }
 
+}  // namespace
+
+std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
+  return note_text(c, r, opt::capacity_factor_text(c.capacity_factor));
+}
+
 std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& configs, const opt::Inventory& inventory) {
-  std::vector<std::string> out;
+  // One note per distinct text; global_capped's capacity factors with the same note are listed in one.
+  std::vector<std::pair<std::string, std::vector<std::string>>> notes;  // (text with a c placeholder, c's)
+  std::vector<const WhatifConfig*> firsts;
+  std::vector<Routing> routings;
   for (const auto& c : configs) {
     if (c.scope == opt::Scope::global) continue;  // exact by construction
-    const std::string note = degeneracy_note(c, routing_of(opt::make_plan(inventory, c.plan_config())));
-    if (!note.empty() && std::find(out.begin(), out.end(), note) == out.end()) out.push_back(note);
+    const Routing r = routing_of(opt::make_plan(inventory, c.plan_config()));
+    const std::string key = note_text(c, r, "\x01");
+    if (key.empty()) continue;
+    auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == key; });
+    if (it == notes.end()) {
+      notes.push_back({key, {}});
+      firsts.push_back(&c);
+      routings.push_back(r);
+      it = notes.end() - 1;
+    }
+    const std::string cap = opt::capacity_factor_text(c.capacity_factor);
+    if (std::find(it->second.begin(), it->second.end(), cap) == it->second.end()) it->second.push_back(cap);
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < notes.size(); ++i) {
+    std::string caps;
+    for (const auto& cap : notes[i].second) caps += (caps.empty() ? "" : ", ") + cap;
+    out.push_back(note_text(*firsts[i], routings[i], caps));
   }
   return out;
 }
