@@ -1,9 +1,12 @@
 #include "optimizer/capped.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+
+#include "optimizer/bf16.hpp"
 
 namespace dionsim::opt {
 
@@ -38,6 +41,12 @@ std::vector<std::int64_t> top_k_rows(std::span<const float> keys, std::int64_t k
   idx.resize(at(k));
   std::sort(idx.begin(), idx.end());
   return idx;
+}
+
+float global_row_key(std::span<const float> row) {
+  float acc = 0.0f;
+  for (const float v : row) acc += std::abs(round_bf16(v));
+  return round_bf16(acc);
 }
 
 std::vector<float> pad_norms(std::span<const float> norms, std::int64_t N, std::int64_t L_r, std::int64_t pl) {

@@ -22,6 +22,11 @@ namespace dionsim::opt {
 // indices in ascending order. k is clamped to keys.size().
 [[nodiscard]] std::vector<std::int64_t> top_k_rows(std::span<const float> keys, std::int64_t k);
 
+// The global scope's ranking key of one row (§2.2): the L1 norm of the row's bf16 copy, summed in
+// fp32 in column order, rounded to bf16 (8 significant bits: boundary ties are common). `row` holds
+// the momentum values (any float: each is rounded to bf16 first, as the wire copy is).
+[[nodiscard]] float global_row_key(std::span<const float> row);
+
 // Pads one rank's norms [N, L_r] (row-major) to [N, pl] with -1 (§4.3 step 1). Throws
 // std::invalid_argument "exceeds padded size" if L_r > pl.
 [[nodiscard]] std::vector<float> pad_norms(std::span<const float> norms, std::int64_t N, std::int64_t L_r,

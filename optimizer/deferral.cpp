@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <numbers>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "common/resources.hpp"
 #include "optimizer/bf16.hpp"
 #include "optimizer/capped.hpp"
+#include "optimizer/momentum_rows.hpp"
 
 namespace dionsim::opt {
 
@@ -19,154 +21,9 @@ namespace {
 
 std::size_t at(std::int64_t i) { return static_cast<std::size_t>(i); }
 
-// Static partition of [0, n) over `threads` workers; fn(begin, end, worker). Deterministic: the
-// partition does not influence results (every caller merges integer counts or writes disjoint data).
-template <class Fn>
-void parallel_chunks(std::int64_t n, int threads, Fn&& fn) {
-  const std::int64_t t = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n));
-  if (t == 1) {
-    fn(std::int64_t{0}, n, 0);
-    return;
-  }
-  // run_threads: an exception in a worker (bad_alloc) reaches the caller instead of terminating.
-  run_threads(static_cast<int>(t), [&](int i) { fn(n * i / t, n * (i + 1) / t, i); });
-}
-
-// Momentum rows of one packed group, one of two representations. accumulate(step) adds the step's
-// gradients and writes the fp32 keys [N][S]; decay(m, row) applies EF to a kept winner and says
-// whether the row was nonzero (= applied: the reference decays rows whose returned update is nonzero).
-class RowStore {
- public:
-  virtual ~RowStore() = default;
-  virtual void accumulate(std::int64_t step, std::span<float> keys, int threads) = 0;
-  virtual bool decay(std::int64_t m, std::int64_t row) = 0;
-};
-
-// Full rows in the momentum dtype, the CPU reference's arithmetic (reference_step.cpp: accumulate,
-// row_l1, masked_post): bf16 rounds M + bf16(G), the fp32-accumulated L1 key, and M * bf16(ef).
-class ExactRows final : public RowStore {
- public:
-  ExactRows(const GroupPlan& g, double ef, Dtype dtype, GradientFill grad)
-      : N_(g.N), S_(g.rows), C_(g.cols), bf16_(dtype == Dtype::bfloat16),
-        ef_(bf16_ ? round_bf16(static_cast<float>(ef)) : static_cast<float>(ef)),  // ef_decay.to(M.dtype)
-        grad_(std::move(grad)), M_(at(g.N * g.rows * g.cols), 0.0f) {}
-  void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
-    parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
-      std::vector<float> G(at(S_ * C_));
-      for (std::int64_t m = b; m < e; ++m) {
-        grad_(step, m, G);
-        float* M = M_.data() + m * S_ * C_;
-        for (std::int64_t i = 0; i < S_; ++i) {
-          float acc = 0.0f;
-          for (std::int64_t j = 0; j < C_; ++j) {
-            float& v = M[i * C_ + j];
-            v = bf16_ ? round_bf16(v + round_bf16(G[at(i * C_ + j)])) : v + G[at(i * C_ + j)];
-            acc += std::abs(v);
-          }
-          keys[at(m * S_ + i)] = bf16_ ? round_bf16(acc) : acc;
-        }
-      }
-    });
-  }
-  bool decay(std::int64_t m, std::int64_t row) override {
-    float* r = M_.data() + (m * S_ + row) * C_;
-    if (std::all_of(r, r + C_, [](float v) { return v == 0.0f; })) return false;
-    for (std::int64_t j = 0; j < C_; ++j) r[j] = bf16_ ? round_bf16(r[j] * ef_) : r[j] * ef_;
-    return true;
-  }
-
- private:
-  std::int64_t N_, S_, C_;
-  bool bf16_;
-  float ef_;
-  GradientFill grad_;
-  std::vector<float> M_;
-};
-
-// One number per row: E = |M_i|_2^2. For G_i = s_i * N(0, I_C), rotation invariance gives the exact
-// law of the next energy: the component of G_i along M_i is s_i z ~ N(0, s_i^2) and the rest is
-// s_i^2 chi2_{C-1}, so E' = (sqrt(E) + s_i z)^2 + s_i^2 chi2_{C-1}. chi2 by Wilson-Hilferty.
-// Ranks by sqrt(E) (the L2 norm) where the optimizer ranks by L1 — the one approximation.
-class EnergyRows final : public RowStore {
- public:
-  EnergyRows(const GroupPlan& g, double ef, Dtype dtype, std::vector<std::uint64_t> keys, std::vector<float> scales)
-      : N_(g.N), S_(g.rows), nu_(static_cast<double>(g.cols - 1)), bf16_(dtype == Dtype::bfloat16),
-        ef2_(bf16_ ? std::pow(static_cast<double>(round_bf16(static_cast<float>(ef))), 2) : ef * ef),
-        keys_(std::move(keys)), scales_(std::move(scales)), E_(at(g.N * g.rows), 0.0) {}
-  void accumulate(std::int64_t step, std::span<float> keys, int threads) override {
-    const double a = nu_ > 0 ? 2.0 / (9.0 * nu_) : 0.0, sqrt_a = std::sqrt(a);
-    parallel_chunks(N_, threads, [&](std::int64_t b, std::int64_t e, int) {
-      for (std::int64_t m = b; m < e; ++m) {
-        for (std::int64_t i = 0; i < S_; ++i) {
-          double z = 0.0, z2 = 0.0;
-          normal_pair(keys_[at(m)], static_cast<std::uint64_t>(step * S_ + i), z, z2);
-          const double s = scales_[at(m * S_ + i)];
-          const double wh = std::max(0.0, 1.0 - a + z2 * sqrt_a);
-          const double chi2 = nu_ * wh * wh * wh;
-          double& E = E_[at(m * S_ + i)];
-          const double r = std::sqrt(E) + s * z;
-          E = r * r + s * s * chi2;
-          const auto key = static_cast<float>(std::sqrt(E));
-          keys[at(m * S_ + i)] = bf16_ ? round_bf16(key) : key;
-        }
-      }
-    });
-  }
-  bool decay(std::int64_t m, std::int64_t row) override {
-    double& E = E_[at(m * S_ + row)];
-    if (E == 0.0) return false;
-    E *= ef2_;
-    return true;
-  }
-
- private:
-  std::int64_t N_, S_;
-  double nu_;
-  bool bf16_;
-  double ef2_;
-  std::vector<std::uint64_t> keys_;
-  std::vector<float> scales_;
-  std::vector<double> E_;
-};
-
-// The all-gather layout [w][n][pl] of matrices [m0, m0 + n) (pad_norms' -1 for short shards), then
-// the optimizer's select_capped_winners. Winners are per matrix, so matrix ranges are selected on
-// separate threads and merged into one CappedWinners; the result does not depend on the split.
-CappedWinners select_winners(const std::vector<float>& keys, std::int64_t w, std::int64_t N, std::int64_t S,
-                             std::int64_t pl, std::int64_t k_tot, int threads) {
-  auto select_range = [&](std::int64_t m0, std::int64_t n) {
-    std::vector<float> gathered(at(w * n * pl), -1.0f);
-    for (std::int64_t r = 0; r < w; ++r) {
-      const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
-      for (std::int64_t i = 0; i < n; ++i) {
-        std::copy_n(keys.begin() + (m0 + i) * S + row0, L, gathered.begin() + (r * n + i) * pl);
-      }
-    }
-    return select_capped_winners(gathered, w, n, pl, k_tot);
-  };
-  const std::int64_t parts = std::max<std::int64_t>(1, std::min<std::int64_t>(threads, N));
-  if (parts == 1) return select_range(0, N);
-  std::vector<CappedWinners> sub(at(parts));
-  parallel_chunks(N, static_cast<int>(parts), [&](std::int64_t b, std::int64_t e, int i) { sub[at(i)] = select_range(b, e - b); });
-  CappedWinners all;
-  all.world = w;
-  all.N = N;
-  all.pl = pl;
-  all.thresh.resize(at(N));
-  all.mask.resize(at(w * N * pl));
-  for (std::int64_t i = 0, m0 = 0; i < parts; m0 += sub[at(i)].N, ++i) {
-    const CappedWinners& p = sub[at(i)];
-    std::copy(p.thresh.begin(), p.thresh.end(), all.thresh.begin() + m0);
-    for (std::int64_t r = 0; r < w; ++r) {
-      std::copy_n(p.mask.begin() + r * p.N * pl, p.N * pl, all.mask.begin() + (r * N + m0) * pl);
-    }
-  }
-  return all;
-}
-
 // The step loop shared by both representations: norms -> all-gather layout -> the optimizer's
 // select_capped_winners -> pack_capped_into per rank -> EF decay of applied rows, waiting times.
-GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int threads) {
+GroupRun run_group(const GroupPlan& g, std::int64_t steps, MomentumRows& rows, int threads) {
   const std::int64_t w = g.Np / g.pr, N = g.N, S = g.rows, pl = g.pl, pr = g.pr, B = g.B;
   GroupRun run;
   run.per_step_rank.assign(at(steps), std::vector<StepCounts>(at(w)));
@@ -179,21 +36,7 @@ GroupRun run_group(const GroupPlan& g, std::int64_t steps, RowStore& rows, int t
   for (std::int64_t t = 0; t < steps; ++t) {
     rows.accumulate(t, keys, threads);
     const CappedWinners winners = select_winners(keys, w, N, S, pl, g.k_tot, threads);
-    auto& counts = run.per_step_rank[at(t)];
-    parallel_chunks(w, threads, [&](std::int64_t b, std::int64_t e, int) {
-      CappedPack pack;
-      std::vector<float> norms;
-      for (std::int64_t r = b; r < e; ++r) {
-        const std::int64_t L = shard_rows(S, w, r), row0 = shard_begin(S, w, r);
-        norms.resize(at(N * L));
-        for (std::int64_t m = 0; m < N; ++m) std::copy_n(keys.begin() + m * S + row0, L, norms.begin() + m * L);
-        pack_capped_into(norms, winners, r, L, pr, B, pack);
-        counts[at(r)] = {pack.winner_rows, pack.deferred_rows};
-        for (std::int64_t m = 0; m < N; ++m) {
-          std::copy_n(pack.kept.begin() + m * L, L, kept.begin() + m * S + row0);
-        }
-      }
-    });
+    pack_all_ranks(keys, winners, S, pr, B, kept, run.per_step_rank[at(t)], threads);
     parallel_chunks(N, threads, [&](std::int64_t b, std::int64_t e, int worker) {
       WaitStats& ws = waits[at(worker)];
       for (std::int64_t m = b; m < e; ++m) {
@@ -304,40 +147,17 @@ void validate(const DeferralConfig& c) {
 GroupRun simulate_group_exact(const GroupPlan& g, double ef, Dtype momentum_dtype, std::int64_t steps,
                               const GradientFill& grad, int threads) {
   if (g.path != Path::capped_packed) throw std::invalid_argument("simulate_group_exact: group is not capped_packed");
-  ExactRows rows(g, ef, momentum_dtype, grad);
-  return run_group(g, steps, rows, threads);
+  const auto rows = exact_rows(g.N, g.rows, g.cols, ef, momentum_dtype, grad);
+  return run_group(g, steps, *rows, threads);
 }
 
 GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const DeferralConfig& c, std::int64_t trial,
                         DeferralMode mode, int threads) {
-  const std::int64_t N = g.N, S = g.rows, C = g.cols, w = c.world;
-  std::vector<std::uint64_t> keys(at(N));
-  std::vector<float> scales(at(N * S));
-  for (std::int64_t m = 0; m < N; ++m) {
-    keys[at(m)] = stream_key(c.seed, static_cast<std::uint64_t>(trial), static_cast<std::uint64_t>(group_index),
-                             static_cast<std::uint64_t>(m));
-    for (std::int64_t i = 0; i < S; ++i) {
-      scales[at(m * S + i)] = static_cast<float>(row_scale(c.stream, keys[at(m)], i, S, C, w));
-    }
-  }
-  if (mode == DeferralMode::reduced) {
-    EnergyRows rows(g, c.ef, c.momentum_dtype, std::move(keys), std::move(scales));
-    return run_group(g, c.steps, rows, threads);
-  }
-  const std::int64_t half = (C + 1) / 2;
-  GradientFill fill = [keys, scales, S, C, half](std::int64_t step, std::int64_t m, std::span<float> G) {
-    for (std::int64_t i = 0; i < S; ++i) {
-      const float s = scales[at(m * S + i)];
-      const std::uint64_t base = static_cast<std::uint64_t>((step * S + i) * half);
-      for (std::int64_t p = 0; p < half; ++p) {
-        double z0 = 0.0, z1 = 0.0;
-        normal_pair(keys[at(m)], base + static_cast<std::uint64_t>(p), z0, z1);
-        G[at(i * C + 2 * p)] = s * static_cast<float>(z0);
-        if (2 * p + 1 < C) G[at(i * C + 2 * p + 1)] = s * static_cast<float>(z1);
-      }
-    }
-  };
-  return simulate_group_exact(g, c.ef, c.momentum_dtype, c.steps, fill, threads);
+  std::vector<std::int64_t> matrices(at(g.N));
+  std::iota(matrices.begin(), matrices.end(), std::int64_t{0});
+  const auto rows = stream_momentum(stream_rows(c.stream, c.seed, trial, group_index, matrices, g.rows, g.cols, c.world),
+                                    g.rows, g.cols, c.ef, c.momentum_dtype, mode != DeferralMode::reduced);
+  return run_group(g, c.steps, *rows, threads);
 }
 
 double analytic_deferred_rows(const GroupPlan& g, std::int64_t world) {

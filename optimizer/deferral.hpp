@@ -26,6 +26,7 @@
 
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
+#include "optimizer/momentum_rows.hpp"
 #include "optimizer/plan.hpp"
 
 namespace dionsim::opt {
@@ -54,11 +55,6 @@ struct DeferralConfig {
 // Throws UsageError naming the flag (--world, --fraction, --capacity-factor, --steps, --trials, --ef).
 void validate(const DeferralConfig& config);
 
-struct StepCounts {
-  std::int64_t winner_rows = 0;
-  std::int64_t deferred_rows = 0;
-};
-
 // Histogram of how many consecutive steps a deferred winner waited before it was applied;
 // bin i = waited i steps (bin 0 unused), the last bin collects >= kMaxWait.
 inline constexpr std::int64_t kMaxWait = 64;
@@ -76,8 +72,7 @@ struct GroupRun {
   std::int64_t applied_rows = 0;  // over all steps
 };
 
-// Fills one matrix's full gradient [S * C] (row-major, global rows) for a step.
-using GradientFill = std::function<void(std::int64_t step, std::int64_t matrix, std::span<float> rows)>;
+// (GradientFill, StepCounts: optimizer/momentum_rows.hpp.)
 // Exact simulation of one packed group (g.path must be capped_packed) with supplied gradients.
 [[nodiscard]] GroupRun simulate_group_exact(const GroupPlan& g, double ef, Dtype momentum_dtype, std::int64_t steps,
                                             const GradientFill& grad, int threads);

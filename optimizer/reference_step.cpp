@@ -266,9 +266,7 @@ struct ReferenceOptimizer::Impl {
       // bf16 keys: L1 of the bf16 rows, rounded to bf16 (§2.2); ties -> lower assembled row (§9.1).
       std::vector<float> keys(at(Sp));
       for (std::int64_t i = 0; i < Sp; ++i) {
-        float acc = 0.0f;
-        for (std::int64_t c = 0; c < C; ++c) acc += std::abs(full[at(i * C + c)]);
-        keys[at(i)] = round_bf16(acc);
+        keys[at(i)] = global_row_key(std::span<const float>(full).subspan(at(i * C), at(C)));
       }
       const auto rows = top_k_rows(keys, g.k_tot);
       std::vector<float> sub(rows.size() * at(C));
