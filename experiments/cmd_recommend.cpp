@@ -55,6 +55,7 @@ int run_recommend(std::span<const std::string> args) {
               "--scope x --capacity-factor; every other whatif option describes the clusters.");
   WhatifCli cli;
   cli.options.capacities = "auto,1,1.05,1.1,1.25,1.5,2";
+  cli.dynamics_always = true;  // the selection quality of the pick and the runner-up
   double target = 1e-4;
   add_whatif_options(cmd.options(), cli);
   cmd.options().add_options()("target-deferral", po::value(&target)->default_value(target, "1e-4"),

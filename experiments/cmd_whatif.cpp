@@ -43,7 +43,10 @@ int run_whatif(std::span<const std::string> args) {
   add_whatif_options(cmd.options(), cli);
   cmd.options().add_options()
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
-      ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)");
+      ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)")
+      ("selection-quality", po::bool_switch(&cli.options.selection_quality),
+       "also measure each configuration's selection quality (share of the exact top-k rows applied, per step and "
+       "after --steps steps; --json and --db): about a second per configuration at gpt-14b scale");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   WhatifSetup setup = resolve_whatif(cli, cmd);

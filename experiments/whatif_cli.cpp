@@ -49,9 +49,10 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
       ("deferral-estimate", po::value(&o.deferral_estimate)->default_value(o.deferral_estimate),
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "
        "(--deferral-steps of momentum + error feedback, the optimizer's own capped pack)")
-      ("deferral-steps", po::value(&o.deferral_steps)->default_value(o.deferral_steps), "steps of a simulated deferral estimate")
+      ("steps", po::value(&o.deferral_steps)->default_value(o.deferral_steps),
+       "optimizer steps of momentum + error feedback simulated for a simulated deferral estimate and the selection quality")
       ("norms", po::value(&o.norms)->default_value(o.norms),
-       "gradient statistics of a simulated deferral estimate: iid | lognormal:SIGMA | skew:rank=R,factor=F | "
+       "gradient statistics of those steps: iid | lognormal:SIGMA | skew:rank=R,factor=F | "
        "skew:rows=P,factor=F | replay:DB (as in `dionsim deferral`)");
   // clang-format on
 }
@@ -61,11 +62,11 @@ WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd) {
   if (cmd.has("layers")) cli.options.layers = cli.layers;
   // Options -> study, validated completely before anything runs. A step-model calibration gives
   // fwd/bwd when neither --fwd-bwd-ms nor --mfu does, and its NIC/all-to-all efficiencies.
-  if (cli.options.deferral_estimate != "simulated") {
-    for (const char* flag : {"norms", "deferral-steps"}) {
+  if (!cli.dynamics_always && cli.options.deferral_estimate != "simulated" && !cli.options.selection_quality) {
+    for (const char* flag : {"norms", "steps"}) {
       if (cmd.has(flag)) {
-        throw UsageError(std::string("--") + flag + " applies to --deferral-estimate simulated only (the analytic "
-                         "estimate is one step of iid gradients); add --deferral-estimate simulated");
+        throw UsageError(std::string("--") + flag + " applies to --deferral-estimate simulated and --selection-quality "
+                         "only (the analytic deferral estimate is one step of iid gradients)");
       }
     }
   }
@@ -81,7 +82,7 @@ WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd) {
   sim::apply_step_calibration(s.calibration.step, s.study);
   auto& base = s.study.base;
   base.deferral.seed = common.seed;
-  if (base.deferral.estimator == sim::DeferralEstimator::simulated && base.deferral.stream.kind == opt::StreamKind::replay) {
+  if (base.deferral.stream.kind == opt::StreamKind::replay) {
     (void)analysis::load_replay(base.deferral.stream);  // the file is checked before any work
   }
   s.inventory = opt::load_inventory(cli.options.model);

@@ -21,6 +21,10 @@ struct WhatifCli {
   sim::WhatifOptions options;
   std::string hardware = "h100-sxm", calibration;
   std::int64_t layers = 0;
+  // The subcommand always simulates gradient dynamics (recommend: the selection quality), so
+  // --norms and --steps always apply; else only with --deferral-estimate simulated or
+  // --selection-quality.
+  bool dynamics_always = false;
 };
 void add_whatif_options(po::options_description& options, WhatifCli& cli);
 

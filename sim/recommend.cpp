@@ -83,6 +83,7 @@ nlohmann::json candidate_json(const RecommendCandidate& c) {
       {"capacity_factor_resolved_min", r.routing.capacity_factor_min ? nlohmann::json(*r.routing.capacity_factor_min) : nlohmann::json(nullptr)},
       {"capacity_factor_resolved_max", r.routing.capacity_factor_max ? nlohmann::json(*r.routing.capacity_factor_max) : nlohmann::json(nullptr)},
       {"degenerate", c.degeneracy.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.degeneracy)},
+      {"selection_quality", r.quality ? opt::to_json(*r.quality) : nlohmann::json(nullptr)},
   };
   return j;
 }
@@ -131,7 +132,8 @@ void validate(const RecommendStudy& s) {
 
 std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const opt::Inventory& inventory,
                                              const KernelModel& kernels,
-                                             const std::function<void(const ClusterRecommendation&)>& done) {
+                                             const std::function<void(const ClusterRecommendation&)>& done,
+                                             const MarginModel& margin_model) {
   validate(study);
   // Clusters in the sweep's order (the first scope lists every one), candidates within each.
   std::vector<std::string> order;
@@ -170,6 +172,13 @@ std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const 
         rec.runner_up = i;
       }
     }
+    // What the pick and the runner-up buy: the share of the exact top-k rows they apply.
+    for (const auto& i : {rec.pick, rec.runner_up}) {
+      if (i) rec.candidates[*i].result.quality = measure_quality(rec.candidates[*i].result.config, inventory);
+    }
+    if (margin_model && rec.pick && rec.runner_up) {
+      rec.margin_interval = margin_model(rec.candidates[*rec.pick].result.config, rec.candidates[*rec.runner_up].result.config);
+    }
     rec.cluster = rec.candidates[rec.pick.value_or(idx.front())].result.config;
     if (done) done(rec);
     out.push_back(std::move(rec));
@@ -193,6 +202,11 @@ nlohmann::json to_json(const ClusterRecommendation& r, const RecommendStudy& stu
   j["runner_up"] = r.runner_up ? candidate_json(r.candidates[*r.runner_up]) : nlohmann::json(nullptr);
   const auto margin = r.margin_ms();
   j["margin_ms"] = margin ? nlohmann::json(*margin) : nlohmann::json(nullptr);
+  if (r.margin_interval) {
+    j["margin_ms_lo"] = r.margin_interval->lo_ms;
+    j["margin_ms_hi"] = r.margin_interval->hi_ms;
+    j["p_pick_wins"] = r.margin_interval->p_pick_wins;
+  }
   nlohmann::json all = nlohmann::json::array();
   for (const auto& c : r.candidates) all.push_back(candidate_json(c));
   j["candidates"] = std::move(all);
@@ -201,10 +215,22 @@ nlohmann::json to_json(const ClusterRecommendation& r, const RecommendStudy& stu
 
 std::string recommend_table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %9s %8s %7s %11s  %-13s %6s %9s %9s", "fabric", "nodes",
-                "world", "pick", "cap", "step_ms", "defer%", "p/g/l", "c_used", "runner_up", "cap", "step_ms", "margin_ms");
+  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %9s %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s", "fabric",
+                "nodes", "world", "pick", "cap", "step_ms", "defer%", "p/g/l", "c_used", "quality", "runner_up", "cap",
+                "step_ms", "quality", "margin_ms", "P(win)");
   return buf;
 }
+
+namespace {
+
+std::string quality_text(const WhatifResult& r) {
+  if (!r.quality) return "-";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4f", r.quality->overlap_mean);
+  return b;
+}
+
+}  // namespace
 
 std::string recommend_table_row(const ClusterRecommendation& r) {
   const auto& c = r.cluster;
@@ -215,22 +241,31 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
     return buf;
   }
   const auto& p = r.candidates[*r.pick];
-  std::string ru = "-", ru_cap = "-", ru_step = "-", margin = "-";
+  std::string ru = "-", ru_cap = "-", ru_step = "-", ru_quality = "-", margin = "-", p_win = "-";
   if (r.runner_up) {
     const auto& q = r.candidates[*r.runner_up];
     ru = std::string(opt::to_string(q.result.config.scope));
     ru_cap = cap_text(q.result.config);
-    char b[32];
+    ru_quality = quality_text(q.result);
+    char b[64];
     std::snprintf(b, sizeof b, "%.2f", ms(q.result.step_wall_ns));
     ru_step = b;
-    std::snprintf(b, sizeof b, "%+.2f", *r.margin_ms());
-    margin = b;
+    if (r.margin_interval) {
+      std::snprintf(b, sizeof b, "%+.2f ± %.2f", *r.margin_ms(), 0.5 * (r.margin_interval->hi_ms - r.margin_interval->lo_ms));
+      margin = b;
+      std::snprintf(b, sizeof b, "%.3f", r.margin_interval->p_pick_wins);
+      p_win = b;
+    } else {
+      std::snprintf(b, sizeof b, "%+.2f", *r.margin_ms());
+      margin = b;
+    }
   }
-  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %9.2f %8s %7s %11s  %-13s %6s %9s %9s", c.fabric.name.c_str(),
-                c.nodes, static_cast<long long>(c.world()), std::string(opt::to_string(p.result.config.scope)).c_str(),
-                cap_text(p.result.config).c_str(), ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(),
-                routing_text(p.result.routing).c_str(), resolved_capacity_text(p.result.routing).c_str(), ru.c_str(),
-                ru_cap.c_str(), ru_step.c_str(), margin.c_str());
+  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %9.2f %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s",
+                c.fabric.name.c_str(), c.nodes, static_cast<long long>(c.world()),
+                std::string(opt::to_string(p.result.config.scope)).c_str(), cap_text(p.result.config).c_str(),
+                ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
+                resolved_capacity_text(p.result.routing).c_str(), quality_text(p.result).c_str(), ru.c_str(),
+                ru_cap.c_str(), ru_step.c_str(), ru_quality.c_str(), margin.c_str(), p_win.c_str());
   return buf;
 }
 

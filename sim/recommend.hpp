@@ -43,17 +43,27 @@ struct RecommendCandidate {
   [[nodiscard]] opt::Scope effective_scope() const;  // global_capped with nothing packed = global
 };
 
+// The runner-up's step minus the pick's as a 90 % interval, and the probability that the pick is
+// really the faster. Computed by the caller's model (analysis/calibration/intervals.hpp: both
+// configurations perturbed together on one node set), which sim does not depend on.
+struct MarginInterval {
+  double lo_ms = 0.0, hi_ms = 0.0;
+  double p_pick_wins = 0.0;
+};
+using MarginModel = std::function<std::optional<MarginInterval>(const WhatifConfig& pick, const WhatifConfig& runner_up)>;
+
 struct ClusterRecommendation {
   WhatifConfig cluster;                     // the pick's configuration (scope and c of the pick)
   std::vector<RecommendCandidate> candidates;  // in the sweep's order (scope, capacity)
-  std::optional<std::size_t> pick, runner_up;  // indices into candidates
+  std::optional<std::size_t> pick, runner_up;  // indices into candidates; their result.quality is measured
+  std::optional<MarginInterval> margin_interval;  // when a MarginModel was given
   [[nodiscard]] std::optional<double> margin_ms() const;  // runner-up step - pick step
 };
 
 // One cluster at a time, in the sweep's order; `done` hears each (for a progress bar / streaming).
 [[nodiscard]] std::vector<ClusterRecommendation> recommend(
     const RecommendStudy& study, const opt::Inventory& inventory, const KernelModel& kernels,
-    const std::function<void(const ClusterRecommendation&)>& done = {});
+    const std::function<void(const ClusterRecommendation&)>& done = {}, const MarginModel& margin_model = {});
 
 // The cluster's configuration without the candidate axes (what the DB hashes per cluster).
 [[nodiscard]] nlohmann::json cluster_json(const ClusterRecommendation& r);

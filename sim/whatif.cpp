@@ -117,6 +117,12 @@ nlohmann::json to_json(const WhatifConfig& c) {
     j["deferral_norms"] = c.deferral.stream.text;
     j["deferral_seed"] = c.deferral.seed;
   }
+  if (c.selection_quality) {  // its metrics are stored with the run: named, with their inputs
+    j["selection_quality"] = true;
+    j["quality_steps"] = c.deferral.steps;
+    j["quality_norms"] = c.deferral.stream.text;
+    j["quality_seed"] = c.deferral.seed;
+  }
   // Issue 17's keys, only where they differ from what earlier runs did (their hashes stay).
   if (f.gpus_per_nvlink_domain != c.gpus_per_node) j["gpus_per_nvlink_domain"] = f.gpus_per_nvlink_domain;
   if (f.network != topo::Network::infiniband) j["network"] = topo::to_string(f.network);
@@ -517,6 +523,17 @@ DeferralResult estimate_deferral(const WhatifConfig& c, const opt::Inventory& in
   return out;
 }
 
+opt::SelectionQuality measure_quality(const WhatifConfig& c, const opt::Inventory& inventory) {
+  opt::SelectionQualityConfig q;
+  q.plan = c.plan_config();
+  q.inventory = inventory;
+  q.stream = c.deferral.stream;
+  q.steps = c.deferral.steps;
+  q.seed = c.deferral.seed;
+  q.threads = c.deferral.threads;
+  return opt::measure_selection_quality(q);
+}
+
 WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
   WhatifResult r;
   r.config = config;
@@ -610,6 +627,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
   r.routing = routing_of(r.plan);
+  if (config.selection_quality) r.quality = measure_quality(config, inventory);
   if (config.scope == opt::Scope::global_capped) {
     const DeferralResult d = estimate_deferral(config, inventory, r.plan, config.deferral.estimator);
     r.deferral_fraction = d.fraction;
@@ -633,6 +651,7 @@ nlohmann::json metrics_json(const WhatifResult& r) {
     }
   }
   out["routing"] = routing_json(r.routing);
+  if (r.quality) out["selection_quality"] = opt::to_json(*r.quality);
   if (r.deferral_fraction) {
     out["deferral_estimate"] = r.deferral_estimator;
     if (!r.deferral_mode.empty()) out["deferral_mode"] = r.deferral_mode;
@@ -703,10 +722,11 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.host_ahead = o.host_ahead;
   base.deferral.estimator = parse_deferral_estimator(o.deferral_estimate, "--deferral-estimate");
   base.deferral.stream = opt::parse_norm_stream(o.norms, "--norms");
-  if (o.deferral_steps < 1 || o.deferral_steps > 1000000) {
-    throw_bad_usage("--deferral-steps", std::to_string(o.deferral_steps), "an integer in [1, 1000000]");
+  if (o.deferral_steps < 1 || o.deferral_steps > 100000) {
+    throw_bad_usage("--steps", std::to_string(o.deferral_steps), "an integer in [1, 100000]");
   }
   base.deferral.steps = o.deferral_steps;
+  base.selection_quality = o.selection_quality;
   study.fwd_bwd_mss = double_list(o.fwd_bwd_ms, "--fwd-bwd-ms");
   study.mfus = double_list(o.mfu, "--mfu");
   // The base holds the first value: a calibration fills fwd/bwd only where neither is given.

@@ -14,6 +14,7 @@
 #include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
+#include "optimizer/selection_quality.hpp"
 #include "sim/kernel_model.hpp"
 #include "sim/step_collectives.hpp"
 #include "sim/step_program.hpp"
@@ -88,6 +89,9 @@ struct WhatifConfig {
   // calibration's fitted host_launch_us applies this way; --host-launch-us alone blocks.
   bool host_ahead = false;
   DeferralEstimate deferral;  // global_capped only
+  // Also measure the selection quality (optimizer/selection_quality.hpp) of the configuration's
+  // plan over deferral.steps steps of deferral.stream's gradients (seed deferral.seed).
+  bool selection_quality = false;
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
   // The optimizer's world: the shard group under HSDP, else the world.
   [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world(); }
@@ -175,6 +179,10 @@ struct DeferralResult {
 [[nodiscard]] DeferralResult estimate_deferral(const WhatifConfig& config, const opt::Inventory& inventory,
                                                const opt::Plan& plan, DeferralEstimator estimator);
 
+// The selection quality of a configuration's plan at its optimizer world (shard world), with its
+// DeferralEstimate's gradient stream, steps and seed.
+[[nodiscard]] opt::SelectionQuality measure_quality(const WhatifConfig& config, const opt::Inventory& inventory);
+
 struct WhatifResult {
   WhatifConfig config;
   std::int64_t layers = 0;  // FSDP units the step was simulated with (0 = whole-step bound)
@@ -192,6 +200,7 @@ struct WhatifResult {
   std::string deferral_estimator;  // "analytic" | "simulated" (with deferral_fraction)
   std::string deferral_mode;       // simulated: exact | reduced
   Routing routing;
+  std::optional<opt::SelectionQuality> quality;  // config.selection_quality
   std::int64_t params = 0;
   // The measured rank's expected wait in the step's first collective (config.rank_skew_ms), and
   // that collective's kind. `opt` is the slowest rank's step (the critical path, which sets the
@@ -248,6 +257,7 @@ struct WhatifOptions {
   std::optional<double> rank_skew_ms, collective_hbm_slowdown;
   std::string deferral_estimate = "analytic", norms = "iid";  // DeferralEstimate
   std::int64_t deferral_steps = 20;
+  bool selection_quality = false;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 
