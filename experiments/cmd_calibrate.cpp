@@ -15,6 +15,7 @@
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/kineto.hpp"
 #include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
@@ -98,7 +99,10 @@ int run_calibrate(std::span<const std::string> args) {
     for (const auto& p : fit.at_bound) log(common, p + ": ended on its bound (held there; stderr 0)");
     auto sources = std::vector<std::string>{source};
     for (const auto& w : where) sources.push_back("where " + w);
-    const auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
+    auto calibration = analysis::calibration_from_step_fit(fit, name, sources, tool);
+    // The model-form error the intervals use (analysis/calibration/intervals.hpp): its own leave-one-out.
+    analysis::attach_model_error(calibration, analysis::leave_one_out_model_error(selected));
+    if (calibration.model_error.empty()) log(common, "too few configurations for a leave-one-out: no model_error stored");
     const auto in_sample = analysis::compare_predictions(selected, fit.parameters);
     if (db && !from_db)
       for (const auto& g : all) db->store(analysis::measured_record(g), analysis::OnExisting::keep);

@@ -1,12 +1,12 @@
 // dionsim collective: one collective on a simulated fabric, nccl-tests style.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "common/parse.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/record.hpp"
@@ -149,9 +149,8 @@ int run_collective(std::span<const std::string> args) {
   }
   if (cmd.has("dump-topology")) {
     const std::string path = vm["dump-topology"].as<std::string>();
-    std::ofstream dot(path);
-    topology.write_dot(dot);
-    if (!dot.flush()) throw IoError(path + ": cannot write the GraphViz file");
+    require_output_file(path, "--dump-topology");
+    write_file_atomically(path, [&topology](std::ostream& dot) { topology.write_dot(dot); });
   }
 
   std::optional<sim::CollectiveModel> model;

@@ -98,7 +98,16 @@ int run_recommend(std::span<const std::string> args) {
     }
     bar.advance(static_cast<std::int64_t>(r.candidates.size()));
   };
-  (void)sim::recommend(study, setup.inventory, *setup.kernels, done);
+  // The margin on one node set: both configurations perturbed together (intervals.hpp), so what
+  // they share cancels; P(pick wins) = P(runner-up − pick > 0).
+  const sim::MarginModel margin = [&setup](const sim::WhatifConfig& pick, const sim::WhatifConfig& runner_up) {
+    const auto d = setup.intervals->differences(runner_up, pick, setup.inventory);
+    const auto it = d.find("step_wall_ms");
+    if (it == d.end()) return std::optional<sim::MarginInterval>{};
+    return std::optional<sim::MarginInterval>{{it->second.lo, it->second.hi, it->second.probability_above(0.0)}};
+  };
+  (void)sim::recommend(study, setup.inventory, *setup.kernels, done, margin);
+  for (const auto& line : setup.intervals->uncertainty().notes) log(common, "intervals: " + line);
   bar.finish();
   if (setup.db) log(common, "recommend: " + std::to_string(stored) + " cluster(s) recorded in " + common.db);
   if (common.json) print_json(rows);

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "analysis/measured/measurements.hpp"
+#include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
@@ -83,12 +84,18 @@ int run_validate(std::span<const std::string> args) {
   std::vector<std::string> where;
   bool in_sample = false;
   std::string calibration;
+  bool extrapolate = false;
+  double fabric_spread = analysis::kPublishedFabricSpread;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
       "in-sample", po::bool_switch(&in_sample), "also fit on all selected configurations and compare in-sample")(
       "calibration", po::value(&calibration)->value_name("CAL"),
-      "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out");
+      "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out")(
+      "extrapolate", po::bool_switch(&extrapolate),
+      "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
+      "fabric-spread", po::value(&fabric_spread)->default_value(fabric_spread),
+      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   if (measured.empty() && common.db.empty())
@@ -98,6 +105,23 @@ int run_validate(std::span<const std::string> args) {
   const auto all = measured.empty() ? analysis::measured_configurations_from_db(*db)
                                     : analysis::group_configurations(analysis::read_measurement_csv(measured));
   const auto selected = analysis::select_configurations(all, where);
+  if (extrapolate) {
+    if (in_sample || !calibration.empty())
+      throw UsageError("validate: --extrapolate fits its own calibration; give it without --in-sample / --calibration");
+    analysis::IntervalOptions io;
+    io.fabric_spread = fabric_spread;
+    log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
+    const auto e = analysis::extrapolate(selected, io);
+    for (const auto& note : analysis::uncertainty_of(&e.calibration, io).notes) log(common, note);
+    if (common.json) {
+      print_json(analysis::to_json(e));
+      return 0;
+    }
+    std::printf("# fitted on %zu node count(s) up to %d, predicted %d nodes (90 %% intervals)\n%s\n%s\n# differences on one node set\n%s",
+                e.fit_nodes.size(), e.fit_nodes.back(), e.predicted_nodes, analysis::interval_rows_table(e.rows).c_str(),
+                analysis::coverage_table(e.summary).c_str(), analysis::differences_table(e.differences).c_str());
+    return 0;
+  }
 
   if (!calibration.empty()) {
     if (in_sample) throw UsageError("validate: --in-sample fits, --calibration does not; give one of them");

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "analysis/calibration/intervals.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
@@ -53,6 +54,7 @@ int run_whatif(std::span<const std::string> args) {
   auto& db = setup.db;
   const auto& inventory = setup.inventory;
   const sim::KernelModel& kernels = *setup.kernels;
+  const analysis::IntervalModel& interval_model = *setup.intervals;
   const auto configs = sim::expand(setup.study);
   for (const auto& c : configs) (void)sim::trace_ranks(trace_ranks, c.world());  // every world, before running
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
@@ -70,23 +72,27 @@ int run_whatif(std::span<const std::string> args) {
     const bool stored = db && !common.force && db->has_run("whatif", hash);
     if (stored) ++skipped;
     const auto result = sim::run_whatif(config, inventory, kernels);
+    const auto ivs = interval_model.intervals(config, inventory);
     if (db && !stored)
-      db->store(analysis::whatif_record(result, config_json, common.seed),
+      db->store(analysis::whatif_record(result, config_json, common.seed, &ivs),
                 common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.json) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
+      analysis::add_interval_json(row, ivs);
       row["optimizer_collectives"] = sim::collectives_json(result);
       rows.push_back(std::move(row));
     } else {
-      if (!header_printed) std::cout << sim::table_header() << '\n';
+      if (!header_printed) std::cout << sim::table_header(true) << '\n';
       header_printed = true;
-      std::cout << sim::table_row(result) << '\n' << std::flush;
+      const auto halves = analysis::half_widths(ivs);
+      std::cout << sim::table_row(result, &halves) << '\n' << std::flush;
     }
     bar.advance();
   }
   bar.finish();
+  for (const auto& line : interval_model.uncertainty().notes) log(common, "intervals: " + line);
   if (skipped > 0) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");

@@ -46,6 +46,8 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
+      ("fabric-spread", po::value(&cli.intervals.fabric_spread)->default_value(cli.intervals.fabric_spread),
+       "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
       ("deferral-estimate", po::value(&o.deferral_estimate)->default_value(o.deferral_estimate),
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "
        "(--deferral-steps of momentum + error feedback, the optimizer's own capped pack)")
@@ -91,6 +93,15 @@ WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd) {
   base.hardware = s.calibration.config.hardware.name;
   base.calibration = cli.calibration.empty() ? s.calibration.name : cli.calibration + " (" + s.calibration.name + ")";
   s.kernels.emplace(s.calibration.config, s.calibration.measured);
+  const auto& o = cli.options;
+  analysis::IntervalOptions io = cli.intervals;
+  if (!o.fwd_bwd_ms.empty() || !o.mfu.empty()) io.fixed.insert("fwd_bwd_ms");
+  if (o.rank_skew_ms) io.fixed.insert("rank_skew_ms");
+  if (o.collective_hbm_slowdown) io.fixed.insert("collective_hbm_slowdown");
+  if (o.host_launch_us != 0.0) io.fixed.insert("host_launch_us");
+  const auto fitted = analysis::fitted_calibration(cli.calibration, s.db ? &*s.db : nullptr, common.db);
+  s.intervals.emplace(s.calibration, s.calibration.config.hardware,
+                      analysis::uncertainty_of(fitted ? &*fitted : nullptr, io));
   return s;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "analysis/calibration/intervals.hpp"
 #include "analysis/store/store.hpp"
 #include "experiments/cli.hpp"
 #include "optimizer/inventory.hpp"
@@ -21,6 +22,7 @@ struct WhatifCli {
   sim::WhatifOptions options;
   std::string hardware = "h100-sxm", calibration;
   std::int64_t layers = 0;
+  analysis::IntervalOptions intervals;  // --fabric-spread
   // The subcommand always simulates gradient dynamics (recommend: the selection quality), so
   // --norms and --steps always apply; else only with --deferral-estimate simulated or
   // --selection-quality.
@@ -37,6 +39,10 @@ struct WhatifSetup {
   sim::KernelCalibration calibration;
   std::optional<analysis::Database> db;
   std::optional<sim::KernelModel> kernels;
+  // The 90 % intervals of these predictions (analysis/calibration/intervals.hpp): the calibration's
+  // covariance and model-form error, priors for what it does not hold; the command line's own
+  // step values are inputs, not uncertain.
+  std::optional<analysis::IntervalModel> intervals;
 };
 [[nodiscard]] WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd);
 

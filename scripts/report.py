@@ -1,25 +1,38 @@
 #!/usr/bin/env python3
 """dionsim what-if report: sweep tables and plots from a dionsim SQLite database.
 
-    report.py report --db results/demo.db --out results/report
-        -> OUT/report.md (tables + PNG links), OUT/report.html (self-contained, PNGs inlined),
-           OUT/step_vs_nodes.png, OUT/opt_vs_nodes.png, OUT/payload_vs_world.png,
-           OUT/exposed_vs_bandwidth.png
-        with --dionsim EXE also, when the database holds them: a validation section (the latest
-        `dionsim validate --db` run) and an extrapolation study (OUT/extrapolation.png: predicted step
-        and optimizer wall vs nodes 1..128, three scopes, two NIC bandwidths, with the +-1 sigma band of
-        the latest calibration that has a covariance, propagated to first order)
+    report.py report --db results/demo.db --out results/report [--dump-series FILE]
+        -> OUT/report.md (tables + PNG links), OUT/report.html (self-contained, PNGs inlined) and the
+           PNGs. One section per study (runs that differ from another run of the study in at most two
+           of the keys a user chooses, scripts/report_series.py): step and optimizer wall vs nodes
+           (vs GPUs when GPUs per node vary), all-to-all payload vs world, exposed communication vs
+           NIC bandwidth where a line sweeps it, optimizer wall and predicted deferral vs capacity
+           factor where a line sweeps at least three; every panel groups its lines by every key that
+           varies (facets and legend entries) and says what it held fixed. A metric stored with
+           `<metric>_lo` / `<metric>_hi` gets its interval as a band.
+        + a deferral section from the `dionsim deferral --db` runs: deferral vs world and vs
+          capacity factor, waiting times, the smallest stored c per world with deferral <= --deferral-target
+        + with --dionsim EXE, when the database holds them: a validation section (the latest
+          `dionsim validate --db` run) and an extrapolation study (OUT/extrapolation.png: predicted step
+          and optimizer wall vs nodes, three scopes, with the +-1 sigma band of the latest calibration
+          that has a covariance, propagated to first order) of --extrapolate JSON (model, gpus_per_node,
+          fabric [...], nic [...], nodes [...]; `dionsim report --extrapolate` validates it), by default
+          of the database's own what-if runs on the calibration's GPU
+        --dump-series FILE: every plotted series as JSON (the roles of every configuration key per panel
+          and the run ids behind every point), for tests and notebooks
     report.py validate --dionsim build/dionsim --csv ../shared/data/seed-measurements.csv
         -> the seed validation table (Markdown) on stdout: predicted vs measured, error % per metric
     report.py validate-h200 --dionsim build/dionsim --anchors ../shared/data/h200-anchors.csv --calibration CAL
         -> the 2 x H200 reference opt.step times vs predicted optimizer wall (CAL: dionsim calibrate of the traces)
 
-Needs only python3 and python3-matplotlib (Debian). `dionsim report` runs the first form.
+Needs only python3 and python3-matplotlib (Debian). `dionsim report` runs the first form. Every
+output file is written to a temporary file beside it and renamed.
 """
 import argparse
 import base64
 import collections
 import csv
+import html as htmllib
 import json
 import math
 import os
@@ -27,8 +40,13 @@ import sqlite3
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import deferral_plots  # noqa: E402
+import report_plot as rp  # noqa: E402
+import report_series as rs  # noqa: E402
+
 SCOPES = ["local", "global", "global_capped"]
-COLORS = {"local": "#1f77b4", "global": "#d62728", "global_capped": "#2ca02c"}
+COLORS = rp.SCOPE_COLORS
 TABLE_COLUMNS = [
     ("fabric", "fabric", "{}"), ("scope", "scope", "{}"), ("fraction", "frac", "{:g}"),
     ("capacity_factor", "cap", "{}"), ("nodes", "nodes", "{}"), ("world", "world", "{}"),
@@ -36,8 +54,12 @@ TABLE_COLUMNS = [
     ("opt_wall_ms", "opt ms", "{:.2f}"), ("opt_gpu_ms", "opt GPU ms", "{:.2f}"),
     ("opt_gpu_idle_pct", "GPU idle %", "{:.1f}"), ("a2a_payload_MB", "a2a MB", "{:.1f}"),
     ("a2a_ms", "a2a ms", "{:.2f}"), ("exposed_comm_ms", "exposed ms", "{:.2f}"), ("mfu_pct", "MFU %", "{:.2f}"),
-    ("deferral_pct_shown", "deferral %", "{:.4f}"),
+    ("deferral_pct", "deferral %", "{:.4f}"),
 ]
+# Shown before the fixed columns when they vary within a study.
+VARYING_COLUMNS = [("model", "model", "{}"), ("hardware", "hardware", "{}"), ("gpus_per_node", "GPUs/node", "{}"),
+                   ("shard_group", "shard", "{}"), ("tokens_per_gpu", "tok/GPU", "{}"), ("optimizer", "optimizer", "{}"),
+                   ("mfu", "mfu", "{}"), ("fwd_bwd_ms", "fwd+bwd ms", "{}")]
 
 
 def fail(message, code=3):
@@ -47,232 +69,219 @@ def fail(message, code=3):
 
 # ---- reading the database ------------------------------------------------------------------------
 
-def load_whatif_rows(db_path):
+def connect(db_path):
     if not os.path.exists(db_path):
         fail(f"{db_path}: no such database", 4)
     try:
-        con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        cur = con.execute(
-            "SELECT run_id, config_json, name, value FROM run_metrics "
-            "WHERE kind = 'whatif' AND status = 'ok' AND mode = 'simulated' ORDER BY run_id")
-        runs = collections.OrderedDict()
-        for run_id, config_json, name, value in cur:
-            row = runs.setdefault(run_id, dict(json.loads(config_json)))
-            row[name] = value
-        con.close()
+        return sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     except sqlite3.Error as e:
         fail(f"{db_path}: {e} (expected a dionsim database)", 4)
+
+
+def load_whatif_rows(db_path):
+    """[{run_id, config, metrics}] of the database's simulated what-if runs (status ok)."""
+    con = connect(db_path)
+    try:
+        runs = collections.OrderedDict()
+        for run_id, config_json, name, value in con.execute(
+                "SELECT run_id, config_json, name, value FROM run_metrics "
+                "WHERE kind = 'whatif' AND status = 'ok' AND mode = 'simulated' ORDER BY run_id"):
+            r = runs.setdefault(run_id, {"run_id": run_id, "config": rs.with_virtual_keys(json.loads(config_json)),
+                                         "metrics": {}})
+            r["metrics"][name] = value
+        deferral_rows = deferral_plots.load_db(con)
+    except sqlite3.Error as e:
+        fail(f"{db_path}: {e} (expected a dionsim database)", 4)
+    finally:
+        con.close()
     rows = list(runs.values())
     for r in rows:
-        r["a2a_payload_MB"] = r.get("a2a_payload_bytes", 0.0) / 1e6
-        # deferral_fraction (issue 19: the deferral engine's estimate, a fraction); runs stored
-        # before it hold deferral_pct (percent, whatif's own per-group formula): read as pct / 100.
-        if "deferral_fraction" not in r and "deferral_pct" in r:
-            r["deferral_fraction"] = r["deferral_pct"] / 100.0
-        if "deferral_fraction" in r:
-            r["deferral_pct_shown"] = 100.0 * r["deferral_fraction"]
-        cap = r.get("capacity_factor")
-        r["capacity_factor"] = "-" if cap is None else cap
-    if not rows:
-        fail(f"{db_path}: no whatif runs (run `dionsim whatif ... --db {db_path}` first)", 3)
-    return rows
+        # deferral_fraction (issue 19: the deferral engine's estimate, a fraction) is shown in percent
+        # as deferral_pct; runs stored before it hold deferral_pct itself (whatif's own formula).
+        if "deferral_fraction" in r["metrics"]:
+            r["metrics"]["deferral_pct"] = 100.0 * r["metrics"]["deferral_fraction"]
+        for suffix in ("", "_lo", "_hi"):
+            if "a2a_payload_bytes" + suffix in r["metrics"]:
+                r["metrics"]["a2a_payload_MB" + suffix] = r["metrics"]["a2a_payload_bytes" + suffix] / 1e6
+    if not rows and not deferral_rows:
+        fail(f"{db_path}: no whatif or deferral runs (run `dionsim whatif ... --db {db_path}` first)", 3)
+    return rows, deferral_rows
+
+
+def cell(r, key):
+    return r["config"][key] if key in r["config"] else r["metrics"].get(key)
 
 
 def sweep_key(r):
-    return (r["fabric"], SCOPES.index(r["scope"]) if r["scope"] in SCOPES else 9, r["fraction"],
-            str(r["capacity_factor"]), r.get("nic_effective_GBps", 0), r["nodes"])
+    c = r["config"]
+    return ([rs.sort_value(rs.value_of(r, k)) for k in ("model", "hardware", "shard_group")],
+            c.get("fabric", ""), SCOPES.index(c["scope"]) if c.get("scope") in SCOPES else 9, c.get("fraction", 0),
+            str(c.get("capacity_factor")), c.get("nic_effective_GBps", 0), c.get("world", 0), c.get("nodes", 0))
+
+
+# ---- page: Markdown and HTML built side by side --------------------------------------------------
+
+class Page:
+    def __init__(self, out, title):
+        self.out, self.md = out, [f"# {title}", ""]
+        self.html = ["<!doctype html><html><head><meta charset='utf-8'>", f"<title>{htmllib.escape(title)}</title>",
+                     "<style>body{font-family:sans-serif;max-width:1400px;margin:auto;padding:0 8px}"
+                     "img{max-width:100%;height:auto}table{border-collapse:collapse;font-size:12px}"
+                     "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+                     "p.caption{font-size:12px;color:#444}</style></head><body>",
+                     f"<h1>{htmllib.escape(title)}</h1>"]
+
+    def heading(self, level, text):
+        self.md += ["#" * level + " " + text, ""]
+        self.html.append(f"<h{level}>{htmllib.escape(text)}</h{level}>")
+
+    def para(self, text, caption=False):
+        self.md += [text, ""]
+        self.html.append(f"<p{' class=caption' if caption else ''}>{htmllib.escape(text)}</p>")
+
+    def image(self, png, title):
+        self.md += [f"![{title}]({png})", ""]
+        with open(os.path.join(self.out, png), "rb") as f:
+            data = base64.b64encode(f.read()).decode()
+        self.html.append(f"<img alt='{htmllib.escape(title)}' src='data:image/png;base64,{data}'/>")
+
+    def table(self, lines):
+        """Markdown table lines (header, separator, rows)."""
+        self.md += lines + [""]
+        cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+        self.html.append("<table><tr>" + "".join(f"<th>{htmllib.escape(c)}</th>" for c in cells[0]) + "</tr>")
+        for row in cells[2:]:
+            self.html.append("<tr>" + "".join(f"<td>{htmllib.escape(c)}</td>" for c in row) + "</tr>")
+        self.html.append("</table>")
+
+    def write(self):
+        rp.write_atomically(os.path.join(self.out, "report.md"), "\n".join(self.md))
+        rp.write_atomically(os.path.join(self.out, "report.html"), "\n".join(self.html + ["</body></html>"]))
 
 
 # ---- tables --------------------------------------------------------------------------------------
 
 def markdown_table(rows):
-    head = "| " + " | ".join(c[1] for c in TABLE_COLUMNS) + " |"
-    sep = "|" + "|".join("---:" if i > 1 else "---" for i in range(len(TABLE_COLUMNS))) + "|"
+    extra = [c for c in VARYING_COLUMNS if len({rs.value_of(r, c[0]) for r in rows}) > 1]
+    columns = extra + TABLE_COLUMNS
+    head = "| " + " | ".join(c[1] for c in columns) + " |"
+    sep = "|" + "|".join("---:" if i > 1 + len(extra) else "---" for i in range(len(columns))) + "|"
     lines = [head, sep]
     for r in sorted(rows, key=sweep_key):
         cells = []
-        for key, _, fmt in TABLE_COLUMNS:
-            v = r.get(key)
-            cells.append("-" if v is None or v == "" else (fmt.format(v) if not isinstance(v, str) else v))
+        for key, _, fmt in columns:
+            v = cell(r, key)
+            if key == "capacity_factor" and v is None:
+                v = "-"
+            text = "-" if v is None or v == "" else (fmt.format(v) if not isinstance(v, str) else v)
+            lo, hi = r["metrics"].get(key + "_lo"), r["metrics"].get(key + "_hi")
+            if key not in r["config"] and lo is not None and hi is not None:
+                text += " ± " + fmt.format((hi - lo) / 2)  # the stored interval's half-width
+            cells.append(text)
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return lines
 
 
-# ---- plots ---------------------------------------------------------------------------------------
+# ---- the what-if panels of one study -------------------------------------------------------------
 
-def plt_module():
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        return plt
-    except ImportError:
-        fail("python3-matplotlib is not installed (scripts/install-deps.sh installs it)", 3)
-
-
-def series(rows, x, y, group):
-    out = collections.defaultdict(list)
-    for r in rows:
-        if r.get(x) is not None and r.get(y) is not None:
-            out[group(r)].append((r[x], r[y]))
-    return {k: sorted(v) for k, v in out.items()}
-
-
-def fabric_panels(rows):
-    """One panel per (fabric, fraction, capacity factor of capped): the lines of one panel are the scopes."""
-    panels = collections.OrderedDict()
-    for r in sorted(rows, key=sweep_key):
-        panels.setdefault((r["fabric"], r["fraction"]), []).append(r)
-    # A panel needs a node sweep (bandwidth sweeps at one node count have their own plot).
-    swept = collections.OrderedDict((k, v) for k, v in panels.items() if len({r["nodes"] for r in v}) > 1)
-    return swept or panels
-
-
-def plot_vs_nodes(plt, rows, metric, ylabel, title, path):
-    panels = fabric_panels(rows)
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.6 * len(panels), 4.2), squeeze=False)
-    for ax, ((fabric, fraction), prow) in zip(axes[0], panels.items()):
-        # Only the first bandwidth of a fabric (bandwidth sweeps have their own plot).
-        nic = min(r.get("nic_effective_GBps", 0) for r in prow)
-        prow = [r for r in prow if r.get("nic_effective_GBps", 0) == nic]
-        for scope, pts in series(prow, "nodes", metric, lambda r: r["scope"]).items():
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, "o-", color=COLORS.get(scope), label=scope)
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("nodes")
-        ax.set_title(f"{fabric} (nic {nic:.1f} GB/s), f={fraction:g}", fontsize=10)
-        ax.grid(True, alpha=0.3)
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
-    fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def study_panels(rows):
+    """[(panel, file stem, draw options)] for one study's rows."""
+    scale = "world" if len({r["config"].get("gpus_per_node") for r in rows}) > 1 else "nodes"
+    scale_label = "GPUs (world)" if scale == "world" else "nodes"
+    specs = [
+        ("step_wall_ms", scale, 2, dict(ylabel="step wall (ms)", xlabel=scale_label, title="training step wall time")),
+        ("opt_wall_ms", scale, 2, dict(ylabel="optimizer wall (ms)", xlabel=scale_label, title="optimizer step wall time")),
+        ("a2a_payload_MB", "world", 2, dict(ylabel="MB per rank per step", xlabel="world size (GPUs)", logy=True,
+                                            title="optimizer all-to-all payload (fwd + rev, sent, MB = 1e6 B)")),
+        ("exposed_comm_ms", "nic_effective_GBps", 2, dict(
+            ylabel="exposed communication (ms)", xlabel="NIC effective bandwidth per GPU (GB/s)",
+            title="exposed communication (FSDP + optimizer) vs bandwidth")),
+        ("opt_exposed_comm_ms", "nic_effective_GBps", 2, dict(
+            ylabel="exposed communication (ms)", xlabel="NIC effective bandwidth per GPU (GB/s)",
+            title="optimizer exposed communication vs bandwidth")),
+        ("opt_wall_ms", "capacity_factor", 3, dict(ylabel="optimizer wall (ms)", logx=False,
+                                                   xlabel="capacity factor c (auto: in the table)",
+                                                   title="optimizer step wall time vs capacity factor")),
+        ("deferral_pct", "capacity_factor", 3, dict(ylabel="predicted deferral (%)", logx=False, logy=True,
+                                                    xlabel="capacity factor c (auto: in the table)",
+                                                    title="predicted global_capped deferral vs capacity factor")),
+    ]
+    out = []
+    for metric, x, min_points, opts in specs:
+        panel = rs.analyse(rows, x, metric, min_points=min_points)
+        if panel is not None:
+            out.append((panel, f"{metric}_vs_{x}", opts))
+    return out
 
 
-def plot_payload(plt, rows, path):
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    seen = set()
-    for r in rows:
-        seen.add((r["scope"], r["world"], r["a2a_payload_MB"]))
-    by_scope = collections.defaultdict(dict)
-    for scope, world, mb in seen:
-        by_scope[scope][world] = mb
-    for scope in SCOPES:
-        if scope in by_scope:
-            pts = sorted(by_scope[scope].items())
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", color=COLORS[scope], label=scope)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("world size (GPUs)")
-    ax.set_ylabel("a2a payload per rank per step (MB, fwd+rev sent)")
-    ax.set_title("optimizer all-to-all payload vs world size")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def plot_exposed_vs_bw(plt, rows, path):
-    """Exposed communication vs the NIC's effective bandwidth, at the node count with the most
-    distinct bandwidths (a bandwidth sweep), one line per scope."""
-    bw_by_nodes = collections.defaultdict(set)
-    for r in rows:
-        bw_by_nodes[(r["nodes"], r["fraction"])].add(r.get("nic_effective_GBps", 0))
-    (nodes, fraction), bws = max(bw_by_nodes.items(), key=lambda kv: (len(kv[1]), kv[0][0]))
-    pick = [r for r in rows if r["nodes"] == nodes and r["fraction"] == fraction]
-    fig, axes = plt.subplots(1, 2, figsize=(11.0, 4.2))
-    for ax, metric, what in ((axes[0], "exposed_comm_ms", "whole step (FSDP + optimizer)"),
-                             (axes[1], "opt_exposed_comm_ms", "optimizer step only")):
-        for scope, pts in series(pick, "nic_effective_GBps", metric, lambda r: r["scope"]).items():
-            xs, ys = zip(*pts)
-            ax.plot(xs, ys, "o-", color=COLORS.get(scope), label=scope)
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.set_xlabel("NIC effective bandwidth per GPU (GB/s)")
-        ax.set_ylabel("exposed communication per step (ms)")
-        ax.set_title(what, fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend()
-    fig.suptitle(f"exposed communication vs bandwidth ({nodes} nodes, f={fraction:g})"
-                 + ("" if len(bws) > 2 else " — only %d bandwidths in the DB" % len(bws)))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+def study_title(rows):
+    models = sorted({str(rs.value_of(r, "model")) for r in rows})
+    fixed = [str(rs.value_of(rows[0], k)) for k in ("hardware", "fabric_family")
+             if len({rs.value_of(r, k) for r in rows}) == 1]
+    return f"{' vs '.join(models)}{', ' if fixed else ''}{', '.join(fixed)} ({len(rows)} configurations)"
 
 
 def report(args):
-    rows = load_whatif_rows(args.db)
+    rows, deferral_rows = load_whatif_rows(args.db)
+    if args.extrapolate and None in load_calibration(args.db):  # before drawing anything
+        fail(f"{args.db}: --extrapolate needs a step-model calibration with a covariance and a measured run of "
+             "its GPU in the database (`dionsim calibrate ... --db`)", 3)
     os.makedirs(args.out, exist_ok=True)
-    plt = plt_module()
-    pngs = [
-        ("step_vs_nodes.png", "Step wall time vs nodes, per scope"),
-        ("opt_vs_nodes.png", "Optimizer wall time vs nodes, per scope"),
-        ("payload_vs_world.png", "All-to-all payload vs world size"),
-        ("exposed_vs_bandwidth.png", "Exposed communication vs bandwidth"),
-    ]
-    plot_vs_nodes(plt, rows, "step_wall_ms", "step wall (ms)", "training step wall time", os.path.join(args.out, pngs[0][0]))
-    plot_vs_nodes(plt, rows, "opt_wall_ms", "optimizer wall (ms)", "optimizer step wall time", os.path.join(args.out, pngs[1][0]))
-    plot_payload(plt, rows, os.path.join(args.out, pngs[2][0]))
-    plot_exposed_vs_bw(plt, rows, os.path.join(args.out, pngs[3][0]))
-
-    extra_md, extra_pngs = calibration_sections(args, plt)
-    models = sorted({r["model"] for r in rows})
-    intro = (f"{len(rows)} simulated configurations from `{os.path.basename(args.db)}` "
-             f"(model {', '.join(models)}). Times per training step; payload = optimizer all-to-all bytes "
-             "sent per rank (fwd + rev, MB = 1e6 B); exposed = FSDP beyond compute + optimizer collectives "
-             "the GPU waits on; deferral = the deferral engine's estimate for global_capped (analytic, spec §4.12, unless the run was simulated).")
-    table = markdown_table(rows)
-    md = ["# dionsim what-if report", "", intro, ""]
-    for png, title in pngs:
-        md += [f"## {title}", "", f"![{title}]({png})", ""]
-    md += ["## Sweep table", "", table, ""]
-    md += extra_md
-    with open(os.path.join(args.out, "report.md"), "w") as f:
-        f.write("\n".join(md))
-
-    html = ["<!doctype html><html><head><meta charset='utf-8'><title>dionsim what-if report</title>",
-            "<style>body{font-family:sans-serif;max-width:1400px;margin:auto}table{border-collapse:collapse;"
-            "font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
-            "<h1>dionsim what-if report</h1>", f"<p>{intro}</p>"]
-    for png, title in pngs:
-        with open(os.path.join(args.out, png), "rb") as f:
-            data = base64.b64encode(f.read()).decode()
-        html.append(f"<h2>{title}</h2><img src='data:image/png;base64,{data}'/>")
-    html.append("<h2>Sweep table</h2><table><tr>" + "".join(f"<th>{c[1]}</th>" for c in TABLE_COLUMNS) + "</tr>")
-    for line in table.splitlines()[2:]:
-        html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
-    html.append("</table>")
-    in_table = False
-    for line in extra_md:
-        if line.startswith("| "):
-            if not in_table:
-                html.append("<table>")
-                in_table = True
-            html.append("<tr>" + "".join(f"<td>{c.strip()}</td>" for c in line.strip("|").split("|")) + "</tr>")
-            continue
-        if line.startswith("|---"):
-            continue
-        if in_table:
-            html.append("</table>")
-            in_table = False
-        if line.startswith("## "):
-            html.append(f"<h2>{line[3:]}</h2>")
-        elif line.startswith("!["):
-            png = line[line.index("](") + 2:-1]
-            with open(os.path.join(args.out, png), "rb") as f:
-                data = base64.b64encode(f.read()).decode()
-            html.append(f"<img src='data:image/png;base64,{data}'/>")
-        elif line:
-            html.append(f"<p>{line}</p>")
-    if in_table:
-        html.append("</table>")
-    html.append("</body></html>")
-    with open(os.path.join(args.out, "report.html"), "w") as f:
-        f.write("\n".join(html))
+    plt = rp.plt_module()
+    page = Page(args.out, "dionsim what-if report")
+    groups = rs.studies(rows) if rows else []
+    page.para(f"{len(rows)} simulated configurations from `{os.path.basename(args.db)}` in {len(groups)} "
+              f"stud{'y' if len(groups) == 1 else 'ies'}"
+              + (f", {len(deferral_rows)} deferral runs" if deferral_rows else "")
+              + ". Times per training step; payload = optimizer all-to-all bytes sent per rank (fwd + rev, "
+              "MB = 1e6 B); exposed = FSDP beyond compute + optimizer collectives the GPU waits on; deferral % = "
+              "predicted for global_capped. A study: runs that differ from another of its runs in at most two "
+              "of the keys a user chooses. Each plot draws one line per combination of the keys that vary "
+              "(sub-plots and legend) and lists the keys it held fixed.")
+    dump = {"database": os.path.abspath(args.db), "runs": {}, "studies": []}
+    for i, srows in enumerate(groups, 1):
+        title = study_title(srows)
+        page.heading(2, f"Study {i}: {title}" if len(groups) > 1 else title)
+        entry = {"title": title, "run_ids": [r["run_id"] for r in srows], "panels": []}
+        for panel, stem, opts in study_panels(srows):
+            png = f"study{i}_{stem}.png"
+            rp.draw_panel(plt, panel, os.path.join(args.out, png), **opts)
+            page.heading(3, opts["title"])
+            page.image(png, opts["title"])
+            page.para(rs.describe(panel), caption=True)
+            entry["panels"].append(dict(panel, file=png))
+        page.heading(3, "Sweep table")
+        page.table(markdown_table(srows))
+        dump["studies"].append(entry)
+        for r in srows:
+            dump["runs"][str(r["run_id"])] = {k: v for k, v in r["config"].items() if k != "fabric_family"}
+    if deferral_rows:
+        dump["deferral"] = deferral_section(args, plt, page, deferral_rows)
+        for r in deferral_rows:
+            dump["runs"][str(r["run_id"])] = r["config"]
+    dump["extrapolation"] = calibration_sections(args, plt, page, rows)
+    page.write()
+    if args.dump_series:
+        rp.write_atomically(args.dump_series, json.dumps(dump, indent=1, default=str))
     print(os.path.join(args.out, "report.html"))
 
+
+def deferral_section(args, plt, page, rows):
+    page.heading(2, f"Deferral ({len(rows)} `dionsim deferral --db` runs)")
+    page.para("global_capped deferral simulated with the optimizer's own capped selection and pooled pack "
+              "(docs/deferral.md); one line per combination of the keys that vary.")
+    panels = []
+    for panel, png, title in deferral_plots.draw(plt, rows, args.out):
+        page.heading(3, title)
+        page.image(png, title)
+        page.para(rs.describe(panel), caption=True)
+        panels.append(dict(panel, file=png))
+    page.heading(3, f"Recommended capacity factor per world (deferral <= {args.deferral_target:g})")
+    page.para("The smallest stored c whose simulated deferred fraction is at most the target (the true "
+              "smallest c lies between the largest stored c above the target and it; "
+              "`dionsim deferral --recommend` bisects).", caption=True)
+    page.table(deferral_plots.recommendation_lines(rows, args.deferral_target))
+    return {"panels": panels, "recommendations": deferral_plots.recommendations(rows, args.deferral_target)[1]}
 
 # ---- calibration: validation section and extrapolation study -------------------------------------
 
@@ -320,24 +329,80 @@ def load_calibration(db_path):
         con.close()
 
 
-def run_sweep(exe, cal, config, params, path, nics):
+
+def run_sweep(exe, cal, config, params, path, spec):
+    """(column, scope, nodes) -> (step wall, optimizer wall) with `params` as the calibration."""
     doc = {k: cal[k] for k in ("schema_version", "name", "hardware", "provenance")}
     doc["parameters"] = {k: {"value": v, "stderr": 0.0, "units": cal["parameters"][k]["units"]} for k, v in params.items()}
     with open(path, "w") as f:
         json.dump(doc, f)
-    hardware = "h200" if "h200" in cal["hardware"].lower() else "h100-sxm"
-    rows = whatif_json(exe, [
-        "--model", config["model"], "--optimizer", config.get("optimizer", "nordion2").lower(),
-        "--ns", config.get("ns", "gram"), "--fraction", str(config.get("fraction", 0.25)),
-        "--gpus-per-node", str(config["gpus_per_node"]), "--hardware", hardware,
-        "--scope", "local,global,global_capped", "--nodes", "1..128", "--fabric", "h100-ndr400",
-        "--nic-GBps", ",".join(f"{n:g}" for n in nics), "--calibration", path])
-    return {(float(r["fabric"].split("@")[1]), r["scope"], r["nodes"]): (r["step_wall_ms"], r["opt_wall_ms"])
-            for r in rows}
+    out = {}
+    for i, col in enumerate(spec["columns"]):
+        rows = whatif_json(exe, [
+            "--model", spec["model"], "--optimizer", config.get("optimizer", "nordion2").lower(),
+            "--ns", config.get("ns", "gram"), "--fraction", str(config.get("fraction", 0.25)),
+            "--gpus-per-node", str(spec["gpus_per_node"]), "--hardware", calibration_hardware(cal),
+            "--scope", "local,global,global_capped", "--nodes", ",".join(str(n) for n in spec["nodes"]),
+            "--fabric", col["fabric"], "--calibration", path]
+            + (["--nic-GBps", f"{col['nic']:g}"] if col.get("nic") is not None else []))
+        out.update({(i, r["scope"], r["nodes"]): (r["step_wall_ms"], r["opt_wall_ms"]) for r in rows})
+    return out
 
 
-def extrapolate(exe, cal, config, out_dir, nics=(50.0, 100.0)):
-    """Predicted (step, opt) wall per (nic, scope, nodes) with the fitted parameters, and their standard
+def calibration_hardware(cal):
+    return "h200" if "h200" in cal["hardware"].lower() else "h100-sxm"
+
+
+def same_gpu(hardware, cal):
+    return str(hardware).lower()[:4] == cal["hardware"].lower()[:4]
+
+
+def extrapolation_spec(args, rows, cal, measured):
+    """What the extrapolation predicts: --extrapolate's values, the rest from the database's what-if
+    runs on the calibration's GPU (the most frequent model and GPUs per node, their fabrics with the
+    NIC overrides they ran, nodes 1 to at least 128), else from the measured run. (spec, note)."""
+    given = json.loads(args.extrapolate) if args.extrapolate else {}
+    mine = [r for r in rows if same_gpu(r["config"].get("hardware", ""), cal)]
+    if not mine and not given.get("model"):
+        return None, (f"No what-if run of the database ran on the calibration's GPU ({cal['hardware']}): "
+                      "give `dionsim report --extrapolate model=...,fabric=...`.")
+
+    def most_common(values):
+        return collections.Counter(values).most_common(1)[0][0]
+    model = given.get("model") or most_common(r["config"]["model"] for r in mine)
+    of_model = [r for r in mine if r["config"].get("model") == model] or mine
+    gpn = given.get("gpus_per_node") or (most_common(r["config"]["gpus_per_node"] for r in of_model)
+                                         if of_model else measured["gpus_per_node"])
+    columns = []
+    fabrics = given.get("fabric") or []
+    nics = given.get("nic") or []
+    if not fabrics:
+        seen = collections.Counter()
+        for r in of_model:
+            name = str(r["config"].get("fabric", ""))
+            base, _, tail = name.partition("@")
+            nic = float(tail) if tail.replace(".", "", 1).isdigit() else None
+            if tail and nic is None:
+                continue  # a topology file's own name: not a preset that can be run again
+            seen[(base, nic if not nics else None)] += 1
+        fabrics_nics = [k for k, _ in seen.most_common(4)]
+        if nics:
+            fabrics_nics = [(f, n) for f in dict.fromkeys(f for f, _ in fabrics_nics) for n in nics]
+        columns = [{"fabric": f, "nic": n} for f, n in sorted(fabrics_nics, key=lambda t: (t[0], t[1] or 0))]
+    else:
+        columns = [{"fabric": f, "nic": n} for f in fabrics for n in (nics or [None])]
+    if not columns:
+        return None, "The what-if runs on the calibration's GPU use topology files only: give --extrapolate fabric=FILE."
+    top = max([r["config"]["nodes"] for r in of_model] + [128])
+    nodes = given.get("nodes") or [n for n in (2 ** i for i in range(0, 21)) if n <= top]
+    spec = {"model": model, "gpus_per_node": int(gpn), "columns": columns, "nodes": nodes}
+    source = "--extrapolate and " if given else ""
+    return spec, (f"Model, GPUs per node, fabrics and NIC values from {source}the database's what-if runs on "
+                  f"{cal['hardware']}" if mine else "from --extrapolate")
+
+
+def extrapolate(exe, cal, config, spec):
+    """Predicted (step, opt) wall per (column, scope, nodes) with the fitted parameters, and their standard
     deviations from the calibration's covariance, propagated to first order (delta method):
     var = g C g^T with g the central-difference gradient of the prediction over the parameters."""
     import tempfile
@@ -346,15 +411,15 @@ def extrapolate(exe, cal, config, out_dir, nics=(50.0, 100.0)):
     fitted = {k: p["value"] for k, p in cal["parameters"].items()}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cal.json")
-        central = run_sweep(exe, cal, config, fitted, path, nics)
+        central = run_sweep(exe, cal, config, fitted, path, spec)
         grads = []
         for name in names:
             v = fitted[name]
             upper = 1.0 if "efficiency" in name else float("inf")
             h = 1e-3 * max(abs(v), 1e-2)
             hi, lo = min(upper, v + h), max(1e-6, v - h)
-            up = run_sweep(exe, cal, config, dict(fitted, **{name: hi}), path, nics)
-            dn = run_sweep(exe, cal, config, dict(fitted, **{name: lo}), path, nics)
+            up = run_sweep(exe, cal, config, dict(fitted, **{name: hi}), path, spec)
+            dn = run_sweep(exe, cal, config, dict(fitted, **{name: lo}), path, spec)
             grads.append({k: tuple((up[k][i] - dn[k][i]) / (hi - lo) for i in range(2)) for k in central})
     out = {}
     for k, (step, opt) in central.items():
@@ -366,16 +431,22 @@ def extrapolate(exe, cal, config, out_dir, nics=(50.0, 100.0)):
     return out
 
 
-def plot_extrapolation(plt, results, cal, config, path):
-    nics = sorted({k[0] for k in results})
-    fig, axes = plt.subplots(2, len(nics), figsize=(6.5 * len(nics), 8.5), squeeze=False)
+def column_label(col):
+    return col["fabric"] + (f", NIC {col['nic']:g} GB/s nominal per GPU" if col.get("nic") is not None else
+                            " (its own NIC)")
+
+
+def plot_extrapolation(plt, results, cal, spec, path):
+    ncols = len(spec["columns"])
+    width = min(rp.FIGURE_WIDTH_IN, max(7.5, 4.5 * ncols))
+    fig, axes = plt.subplots(2, ncols, figsize=(width, 7.5), squeeze=False)
     eff = cal["parameters"].get("nic_efficiency", {}).get("value", 1.0)
-    table = []
-    for col, nic in enumerate(nics):
+    table, series = [], []
+    for col, c in enumerate(spec["columns"]):
         for row, label in enumerate(["step wall (ms)", "optimizer wall (ms)"]):
             ax = axes[row][col]
             for scope in SCOPES:
-                keys = sorted(k for k in results if k[0] == nic and k[1] == scope)
+                keys = sorted(k for k in results if k[0] == col and k[1] == scope)
                 if not keys:
                     continue
                 nodes = [k[2] for k in keys]
@@ -384,55 +455,65 @@ def plot_extrapolation(plt, results, cal, config, path):
                 ax.plot(nodes, y, marker="o", ms=3, color=COLORS[scope], label=scope)
                 ax.fill_between(nodes, [a - b for a, b in zip(y, sd)], [a + b for a, b in zip(y, sd)],
                                 color=COLORS[scope], alpha=0.2)
+                series.append({"metric": ["step_wall_ms", "opt_wall_ms"][row], "column": c, "scope": scope,
+                               "points": [{"x": n, "y": v, "lo": v - s, "hi": v + s} for n, v, s in zip(nodes, y, sd)]})
                 if row == 0:
-                    table += [(nic, scope, k[2]) + results[k] for k in keys]
+                    table += [(column_label(c), scope, k[2]) + results[k] for k in keys]
             ax.set_xscale("log", base=2)
-            ax.set_xlabel(f"nodes ({config['gpus_per_node']} GPUs each)")
-            ax.set_ylabel(label)
-            ax.set_title(f"NIC {nic:g} GB/s nominal per GPU (x {eff:.2f} fitted efficiency)", fontsize=10)
+            ax.set_xlabel(f"nodes ({spec['gpus_per_node']} GPUs each)", fontsize=9)
+            ax.set_ylabel(label, fontsize=9)
+            ax.set_title(column_label(c) + (f"\n(x {eff:.2f} fitted NIC efficiency)" if "nic_efficiency" in
+                                            cal["parameters"] else ""), fontsize=9)
+            ax.tick_params(labelsize=8)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
-    fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({config['model']}, {cal['hardware']}); "
+    fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({spec['model']}, {cal['hardware']})\n"
                  "band = +-1 sigma from the fit's covariance", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return table
+    rp.save_figure(plt, fig, path)
+    return table, series
 
 
-def calibration_sections(args, plt):
-    """Markdown lines and (png, title) pairs of the validation and extrapolation sections."""
-    md, pngs = [], []
+def calibration_sections(args, plt, page, rows):
+    """The validation and extrapolation sections; returns the extrapolation's series (or None)."""
     validation = load_validation(args.db)
     if validation:
-        rows, summary = validation
-        md += ["## Validation: leave one configuration out", "",
-               "Each measured configuration predicted by the step model fitted on all the others "
-               "(`dionsim validate`).", "",
-               "| configuration | metric | measured | predicted | error % |", "|---|---|---:|---:|---:|"]
-        md += [f"| {r['configuration']} | {r['metric']} | {r['measured']:g} | {r['predicted']:.4g} | "
-               f"{r['error_pct']:+.1f} |" for r in rows]
-        md += ["", "| metric | cells | mean abs error % | max abs error % |", "|---|---:|---:|---:|"]
-        md += [f"| {m} | {s['count']} | {s.get('loo_mean_abs_error_pct', float('nan')):.2f} | "
-               f"{s.get('loo_max_abs_error_pct', float('nan')):.2f} |" for m, s in summary.items()]
-        md.append("")
+        vrows, summary = validation
+        page.heading(2, "Validation: leave one configuration out")
+        page.para("Each measured configuration predicted by the step model fitted on all the others "
+                  "(`dionsim validate`).")
+        page.table(["| configuration | metric | measured | predicted | error % |", "|---|---|---:|---:|---:|"]
+                   + [f"| {r['configuration']} | {r['metric']} | {r['measured']:g} | {r['predicted']:.4g} | "
+                      f"{r['error_pct']:+.1f} |" for r in vrows])
+        page.table(["| metric | cells | mean abs error % | max abs error % |", "|---|---:|---:|---:|"]
+                   + [f"| {m} | {s['count']} | {s.get('loo_mean_abs_error_pct', float('nan')):.2f} | "
+                      f"{s.get('loo_max_abs_error_pct', float('nan')):.2f} |" for m, s in summary.items()])
     cal, config = load_calibration(args.db)
-    if cal and config and args.dionsim:
-        results = extrapolate(args.dionsim, cal, config, args.out)
-        png = "extrapolation.png"
-        table = plot_extrapolation(plt, results, cal, config, os.path.join(args.out, png))
-        title = "Extrapolation: step and optimizer wall vs nodes with the calibration's uncertainty"
-        pngs.append((png, title))
-        md += [f"## {title}", "", f"![{title}]({png})", "",
-               f"Calibration `{cal['name']}`; the model, GPUs per node, optimizer, NS and fraction of the first "
-               "measured run of its GPU in the database; `h100-ndr400` with the NIC bandwidth set to each value (times "
-               "the fitted `nic_efficiency`). +-1 sigma: the fit's covariance propagated to first order (gradient of "
-               "each prediction over the parameters by central differences).", "",
-               "| NIC GB/s | scope | nodes | step ms | +-1 sigma | opt ms | +-1 sigma |",
-               "|---:|---|---:|---:|---:|---:|---:|"]
-        md += [f"| {t[0]:g} | {t[1]} | {t[2]} | {t[3]:.1f} | {t[5]:.1f} | {t[4]:.2f} | {t[6]:.2f} |" for t in table]
-        md.append("")
-    return md, pngs
+    if not (cal and config and args.dionsim):
+        return None
+    title = "Extrapolation: step and optimizer wall vs nodes with the calibration's uncertainty"
+    page.heading(2, title)
+    spec, note = extrapolation_spec(args, rows, cal, config)
+    if spec is None:
+        page.para(note)
+        return None
+    try:
+        results = extrapolate(args.dionsim, cal, config, spec)
+    except subprocess.CalledProcessError as e:
+        fail(f"the extrapolation's `dionsim whatif` failed: {e.stderr.strip()}", 3 if e.returncode in (2, 3) else 4)
+    png = "extrapolation.png"
+    table, series = plot_extrapolation(plt, results, cal, spec, os.path.join(args.out, png))
+    page.image(png, title)
+    page.para(f"Calibration `{cal['name']}`. {note}: {spec['model']}, {spec['gpus_per_node']} GPUs per node, "
+              f"nodes {spec['nodes'][0]}..{spec['nodes'][-1]}; the optimizer, NS and fraction of the first measured "
+              "run of its GPU in the database (`--extrapolate model=...,gpus-per-node=...,fabric=...,nic=...` "
+              "chooses others). NIC values are nominal, times the fitted `nic_efficiency`. +-1 sigma: the fit's "
+              "covariance propagated to first order (gradient of each prediction over the parameters by central "
+              "differences).", caption=True)
+    page.table(["| fabric | scope | nodes | step ms | +-1 sigma | opt ms | +-1 sigma |", "|---|---|---:|---:|---:|---:|---:|"]
+               + [f"| {t[0]} | {t[1]} | {t[2]} | {t[3]:.1f} | {t[5]:.1f} | {t[4]:.2f} | {t[6]:.2f} |" for t in table])
+    return {"spec": spec, "file": png, "series": series}
+
 
 
 # ---- validation against the seed's measured runs -------------------------------------------------
@@ -588,6 +669,11 @@ def main():
     r.add_argument("--db", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--dionsim", default="", help="the dionsim executable (for the extrapolation study)")
+    r.add_argument("--extrapolate", default="", help="JSON {model, gpus_per_node, fabric: [..], nic: [..], nodes: [..]} "
+                   "(dionsim report --extrapolate validates it); default: the database's what-if runs")
+    r.add_argument("--deferral-target", type=float, default=deferral_plots.DEFAULT_TARGET,
+                   help="deferral target of the recommended capacity factor, in (0, 1)")
+    r.add_argument("--dump-series", default="", help="write every plotted series as JSON to this file")
     v = sub.add_parser("validate", help="the seed validation table")
     v.add_argument("--dionsim", required=True)
     v.add_argument("--csv", required=True)
@@ -597,6 +683,16 @@ def main():
     h.add_argument("--anchors", required=True)
     h.add_argument("--calibration", required=True, help="a `dionsim calibrate` file of the H200 traces")
     args = ap.parse_args()
+    if args.cmd == "report":
+        if not 0.0 < args.deferral_target < 1.0:
+            fail(f"--deferral-target: got '{args.deferral_target}', expected a number in (0, 1)", 2)
+        if args.extrapolate:
+            try:
+                spec = json.loads(args.extrapolate)
+                assert isinstance(spec, dict) and set(spec) <= {"model", "gpus_per_node", "fabric", "nic", "nodes"}
+            except (ValueError, AssertionError):
+                fail(f"--extrapolate: got '{args.extrapolate}', expected a JSON object with keys model, "
+                     "gpus_per_node, fabric, nic, nodes", 2)
     {"report": report, "validate": validate, "validate-h200": validate_h200}[args.cmd](args)
 
 

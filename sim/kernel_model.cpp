@@ -6,6 +6,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/csv.hpp"
 #include "common/files.hpp"
 #include "common/parse.hpp"
 #include "common/error.hpp"
@@ -49,25 +50,6 @@ std::string trim(std::string s) {
   s.erase(s.begin(), std::find_if(s.begin(), s.end(), not_space));
   s.erase(std::find_if(s.rbegin(), s.rend(), not_space).base(), s.end());
   return s;
-}
-
-// Splits one CSV line; quoted fields may contain commas ("…, …").
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cur;
-  bool quoted = false;
-  for (char ch : line) {
-    if (ch == '"') {
-      quoted = !quoted;
-    } else if (ch == ',' && !quoted) {
-      out.push_back(cur);
-      cur.clear();
-    } else {
-      cur.push_back(ch);
-    }
-  }
-  out.push_back(cur);
-  return out;
 }
 
 bool is_gemm_class(std::string_view kernel) { return kernel.find("gemm") != std::string_view::npos; }
@@ -120,22 +102,16 @@ std::vector<std::string> hardware_preset_names() {
 }
 
 std::vector<GemmAnchor> read_gemm_anchors(const std::string& csv_path) {
-  std::istringstream in(read_input_file(csv_path, "a GEMM anchors CSV file", 64 << 20));
+  const auto records = parse_csv(read_input_file(csv_path, "a GEMM anchors CSV file", 64 << 20), csv_path);
   std::vector<GemmAnchor> anchors;
-  std::string line;
-  int line_no = 0;
-  while (std::getline(in, line)) {
-    ++line_no;
-    if (line_no == 1 || trim(line).empty()) {
-      continue;  // header
-    }
-    const auto fields = split_csv(line);
-    if (fields.empty() || fields[0] != "gemm_bf16") {
+  for (std::size_t r = 1; r < records.size(); ++r) {  // record 0 is the header
+    const auto& fields = records[r].fields;
+    if (is_blank(records[r]) || fields[0] != "gemm_bf16") {
       continue;
     }
-    const std::string where = csv_path + ":" + std::to_string(line_no);
+    const std::string where = csv_path + ":" + std::to_string(records[r].line);
     if (fields.size() < 8) {
-      throw_bad_input(where, "row", line, "at least 8 comma-separated fields");
+      throw_bad_input(where, "row", csv_row(fields), "at least 8 comma-separated fields");
     }
     GemmAnchor a;
     char x1 = 0, x2 = 0;

@@ -756,15 +756,16 @@ WhatifStudy make_study(const WhatifOptions& o) {
   return study;
 }
 
-std::string table_header() {
+std::string table_header(bool intervals) {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %9s %8s %8s %6s %9s %8s %9s %6s %8s %5s %8s %8s %11s", "fabric",
-                "scope", "frac", "cap", "nodes", "world", "step_ms", "opt_ms", "optgpu_ms", "idle%", "a2a_MB", "a2a_ms",
-                "exposed_ms", "mfu%", "defer%", "shard", "tok/gpu", "p/g/l", "c_used");
+  const int w = intervals ? 8 : 0;  // room for " ± half" (half at least 5 wide)
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %*s %*s %9s %6s %9s %*s %9s %*s %8s %5s %8s %8s %11s", "fabric",
+                "scope", "frac", "cap", "nodes", "world", 9 + w, "step_ms", 8 + w, "opt_ms", "optgpu_ms", "idle%",
+                "a2a_MB", 8 + w, "a2a_ms", "exposed_ms", 6 + w, "mfu%", "defer%", "shard", "tok/gpu", "p/g/l", "c_used");
   return buf;
 }
 
-std::string table_row(const WhatifResult& r) {
+std::string table_row(const WhatifResult& r, const std::map<std::string, double>* half_widths) {
   const auto& c = r.config;
   const std::string cap = c.scope != opt::Scope::global_capped ? "-"
                           : c.capacity_factor                  ? shortest(*c.capacity_factor)
@@ -774,14 +775,26 @@ std::string table_row(const WhatifResult& r) {
     std::snprintf(b, sizeof b, "%.4f", 100.0 * *r.deferral_fraction);
     return std::string(b);
   }() : "-";
-  char buf[512];
+  // A value, or "value ± half" when the metric has an interval.
+  auto col = [half_widths](double v, const char* metric, int width, int precision) {
+    char b[64];
+    const auto it = half_widths ? half_widths->find(metric) : decltype(half_widths->end()){};
+    if (half_widths && it != half_widths->end())
+      std::snprintf(b, sizeof b, "%*.*f ± %-*.*f", width, precision, v, 5, precision, it->second);
+    else
+      std::snprintf(b, sizeof b, "%*.*f", width, precision, v);
+    return std::string(b);
+  };
+  char buf[640];
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %9.2f %8.2f %9.2f %6.1f %9.1f %8.2f %10.2f %6.2f %8s %5s %8lld %8s %11s",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld %8s %11s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
-                static_cast<long long>(c.world()), ms(r.step_wall_ns), ms(r.opt_wall_seen_ns()), ms(r.opt.gpu_busy_ns),
-                r.gpu_idle_seen_pct(), static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, ms(r.a2a_seen_ns()),
-                ms(r.exposed_comm_ns), r.mfu_pct, defer.c_str(), shard.c_str(), static_cast<long long>(c.tokens_per_gpu),
-                routing_text(r.routing).c_str(), resolved_capacity_text(r.routing).c_str());
+                static_cast<long long>(c.world()), col(ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
+                col(ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
+                static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),
+                ms(r.exposed_comm_ns), col(r.mfu_pct, "mfu_pct", 6, 2).c_str(), defer.c_str(), shard.c_str(),
+                static_cast<long long>(c.tokens_per_gpu), routing_text(r.routing).c_str(),
+                resolved_capacity_text(r.routing).c_str());
   return buf;
 }
 

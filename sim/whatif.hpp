@@ -261,9 +261,11 @@ struct WhatifOptions {
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 
-// The human table: a header line and one fixed-width row per result.
-[[nodiscard]] std::string table_header();
-[[nodiscard]] std::string table_row(const WhatifResult& result);
+// The human table: a header line and one fixed-width row per result. With `half_widths` (metric
+// -> half the width of its 90 % interval, analysis/calibration/intervals.hpp) the step, optimizer,
+// all-to-all and MFU columns print as "value ± half" (a header made with intervals = true).
+[[nodiscard]] std::string table_header(bool intervals = false);
+[[nodiscard]] std::string table_row(const WhatifResult& result, const std::map<std::string, double>* half_widths = nullptr);
 
 // Runs one configuration. The inventory must be the config's model.
 [[nodiscard]] WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory,

@@ -66,6 +66,11 @@ json to_json(const Calibration& c) {
     }
     out["covariance"] = {{"parameters", c.covariance_parameters}, {"matrix", matrix}};
   }
+  if (!c.model_error.empty()) {
+    out["model_error"] = {{"method", "leave-one-configuration-out: rms of (predicted - measured) / measured per metric"},
+                          {"configurations", c.model_error_configurations},
+                          {"relative_rms", c.model_error}};
+  }
   return out;
 }
 
@@ -87,6 +92,12 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   if (has_covariance) {
     covariance = body.at("covariance");
     body.erase("covariance");
+  }
+  const bool has_model_error = schema >= 2 && body.contains("model_error");
+  json model_error;
+  if (has_model_error) {
+    model_error = body.at("model_error");
+    body.erase("model_error");
   }
   require_keys(body, where, {"schema_version", "name", "hardware", "parameters", "provenance"});
   Calibration c;
@@ -140,6 +151,21 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
           throw_bad_input(at, "matrix", v.dump(), "finite numbers");
         c.covariance(i, j) = v.get<double>();
       }
+    }
+  }
+  if (has_model_error) {
+    const std::string at = where + ": model_error";
+    require_keys(model_error, at, {"method", "configurations", "relative_rms"});
+    const json& n = model_error.at("configurations");
+    if (!n.is_number_integer() || n.get<std::int64_t>() < 1 || n.get<std::int64_t>() > 1000000)
+      throw_bad_input(at, "configurations", n.dump(), "a positive integer");
+    c.model_error_configurations = n.get<int>();
+    const json& rms = model_error.at("relative_rms");
+    if (!rms.is_object()) throw_bad_input(at, "relative_rms", rms.dump().substr(0, 60), "an object metric -> number");
+    for (const auto& [metric, v] : rms.items()) {
+      if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 100)
+        throw_bad_input(at + ".relative_rms", metric, v.dump(), "a relative error in [0, 100]");
+      c.model_error[metric] = v.get<double>();
     }
   }
   return c;

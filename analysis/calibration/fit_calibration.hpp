@@ -6,7 +6,8 @@
 //   {"schema_version": 1, "name": "h200-anchors", "hardware": "H200",
 //    "parameters": {"nccl_all_to_all_w2_busbw_GBps": {"value": 360.1, "stderr": 12.0, "units": "GB/s"}, …},
 //    "provenance": {"sources": ["…/h200-anchors.csv"], "method": "…", "tool": "dionsim 0.1.0"},
-//    "covariance": {"parameters": ["fwd_bwd_ms", …], "matrix": [[…], …]}}     optional (schema 2)
+//    "covariance": {"parameters": ["fwd_bwd_ms", …], "matrix": [[…], …]},     optional (schema 2)
+//    "model_error": {"method": "…", "configurations": 5, "relative_rms": {"step_wall_ms": 0.02, …}}}  optional
 //
 // Schema 2 (written now) adds the optional "covariance" of the fitted parameters (the step-model
 // fit of analysis/calibration/step_fit.hpp); files of schema 1 (without it) are still read.
@@ -46,6 +47,11 @@ struct Calibration {
   // Joint covariance of some parameters (names index rows/columns); empty when not known.
   std::vector<std::string> covariance_parameters;
   Eigen::MatrixXd covariance;
+  // Model-form error (schema 2, optional "model_error"): the relative rms error per whatif metric
+  // of a leave-one-configuration-out over the calibration's runs (analysis/calibration/intervals.hpp);
+  // empty when not known.
+  std::map<std::string, double> model_error;
+  int model_error_configurations = 0;
 };
 
 [[nodiscard]] nlohmann::json to_json(const Calibration& calibration);

@@ -112,6 +112,8 @@ class Predictor {
   [[nodiscard]] const std::string& hardware() const { return hardware_; }
   [[nodiscard]] const std::string& label() const { return label_; }
   [[nodiscard]] const sim::Hardware& hw() const { return hw_; }
+  [[nodiscard]] const std::vector<sim::WhatifConfig>& base() const { return base_; }
+  [[nodiscard]] const std::map<std::string, opt::Inventory>& inventories() const { return inventories_; }
 
  private:
   void collect_classes(const sim::WhatifResult& result, std::size_t index) const {
@@ -421,6 +423,12 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
       c.covariance(static_cast<Eigen::Index>(a), static_cast<Eigen::Index>(b)) = fit.covariance(j, rows[b].second);
   }
   return c;
+}
+
+StepModelSetup step_model_setup(const std::vector<MeasuredConfiguration>& configurations,
+                                const StepFitOptions& options) {
+  const Predictor predictor(configurations, options);
+  return {predictor.hardware(), predictor.label(), predictor.hw(), predictor.base(), predictor.inventories()};
 }
 
 std::vector<PredictionRow> compare_predictions(const std::vector<MeasuredConfiguration>& configurations,

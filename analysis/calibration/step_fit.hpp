@@ -32,6 +32,8 @@
 
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/measurements.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/whatif.hpp"
 
 namespace dionsim::analysis {
 
@@ -86,6 +88,17 @@ struct StepFitResult {
 // The fitted calibration (schema 2, covariance of the fitted parameters expanded to the classes).
 [[nodiscard]] Calibration calibration_from_step_fit(const StepFitResult& fit, const std::string& name,
                                                     const std::vector<std::string>& sources, const std::string& tool);
+
+// What the fit predicts measured configurations with: the GPU preset, and per configuration the
+// whatif configuration before any calibration (in the order given) and the model inventories.
+struct StepModelSetup {
+  std::string hardware, hardware_label;
+  sim::Hardware hw;
+  std::vector<sim::WhatifConfig> configs;
+  std::map<std::string, opt::Inventory> inventories;  // by model
+};
+[[nodiscard]] StepModelSetup step_model_setup(const std::vector<MeasuredConfiguration>& configurations,
+                                              const StepFitOptions& options = {});
 
 struct PredictionRow {
   std::string configuration;  // MeasurementConfig::label()

@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/csv.hpp"
 #include "common/files.hpp"
 #include "common/parse.hpp"
 #include "common/error.hpp"
@@ -130,7 +131,6 @@ class Fields {
   std::string where_;
 };
 
-bool blank(const CsvRecord& r) { return r.fields.size() == 1 && trim(r.fields[0]).empty(); }
 
 }  // namespace
 
@@ -253,64 +253,6 @@ std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& pa
   return parse_nccl_tests_output(read_text(path), path.string());
 }
 
-// ---- CSV primitive ------------------------------------------------------------------------------
-
-std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& source) {
-  std::vector<CsvRecord> records;
-  CsvRecord current;
-  std::string field;
-  int line = 1;
-  current.line = 1;
-  bool quoted = false;
-  int quote_line = 0;
-  std::size_t i = 0;
-  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0) i = 3;  // UTF-8 BOM
-  auto end_record = [&] {
-    current.fields.push_back(std::move(field));
-    field.clear();
-    records.push_back(std::move(current));
-    current = CsvRecord{};
-    current.line = line;
-  };
-  for (; i < text.size(); ++i) {
-    const char c = text[i];
-    if (quoted) {
-      if (c == '"') {
-        if (i + 1 < text.size() && text[i + 1] == '"') {
-          field.push_back('"');
-          ++i;
-        } else {
-          quoted = false;
-        }
-      } else {
-        if (c == '\n') ++line;
-        field.push_back(c);
-      }
-      continue;
-    }
-    if (c == '"' && trim(field).empty()) {
-      field.clear();
-      quoted = true;
-      quote_line = line;
-    } else if (c == ',') {
-      current.fields.push_back(std::move(field));
-      field.clear();
-    } else if (c == '\n' || c == '\r') {
-      if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ++i;
-      ++line;
-      end_record();
-    } else {
-      field.push_back(c);
-    }
-  }
-  if (quoted) {
-    throw_bad_input(source + ":" + std::to_string(quote_line), "quoted field", field.substr(0, 40),
-                    "a closing double quote");
-  }
-  if (!field.empty() || !current.fields.empty()) end_record();
-  return records;
-}
-
 // ---- measurement CSV ----------------------------------------------------------------------------
 
 const std::vector<std::string>& measurement_columns() {
@@ -363,7 +305,7 @@ std::string MeasurementConfig::label() const {
 
 std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const std::string& source) {
   const auto records = parse_csv(text, source);
-  if (records.empty() || blank(records[0])) {
+  if (records.empty() || is_blank(records[0])) {
     throw_bad_input(source + ":1", "header", "", "the columns " + Header::join(measurement_columns()));
   }
   const Header header(records[0], measurement_columns(), source);
@@ -371,7 +313,7 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
   std::string metric_list;
   for (const auto& m : known_metrics()) metric_list += (metric_list.empty() ? "" : ", ") + std::string(m.name);
   for (std::size_t r = 1; r < records.size(); ++r) {
-    if (blank(records[r])) continue;
+    if (is_blank(records[r])) continue;
     const Fields f(header, records[r], source);
     MeasurementRow row;
     row.line = records[r].line;
@@ -457,12 +399,12 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
   static const std::vector<std::string> columns = {"what",     "world", "shape", "bytes", "scope",
                                                    "fraction", "value", "unit",  "notes"};
   const auto records = parse_csv(text, source);
-  if (records.empty() || blank(records[0]))
+  if (records.empty() || is_blank(records[0]))
     throw_bad_input(source + ":1", "header", "", "the columns " + Header::join(columns));
   const Header header(records[0], columns, source);
   Anchors anchors;
   for (std::size_t r = 1; r < records.size(); ++r) {
-    if (blank(records[r])) continue;
+    if (is_blank(records[r])) continue;
     const Fields f(header, records[r], source);
     const std::string what = f.nonempty("what");
     const int line = records[r].line;

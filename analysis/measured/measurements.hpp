@@ -151,14 +151,4 @@ struct NcclTestsRun {
 // True when `text` looks like nccl-tests stdout (has its banner or its table header).
 [[nodiscard]] bool looks_like_nccl_tests(const std::string& text);
 
-// ---- CSV primitive ------------------------------------------------------------------------------
-
-// RFC 4180 records: commas, double-quoted fields with "" escapes and embedded newlines; CRLF or LF.
-// Each record carries the line it starts on. An unterminated quote is an InputError.
-struct CsvRecord {
-  std::vector<std::string> fields;
-  int line = 0;
-};
-[[nodiscard]] std::vector<CsvRecord> parse_csv(const std::string& text, const std::string& source);
-
 }  // namespace dionsim::analysis

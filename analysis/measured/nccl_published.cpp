@@ -2,55 +2,21 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
 
 namespace dionsim::analysis {
 
-namespace {
-
-// RFC 4180 fields: commas inside double quotes, "" for a quote.
-std::vector<std::string> split_csv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char ch = line[i];
-    if (quoted) {
-      if (ch == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cell += '"';
-        ++i;
-      } else if (ch == '"') {
-        quoted = false;
-      } else {
-        cell += ch;
-      }
-    } else if (ch == '"') {
-      quoted = true;
-    } else if (ch == ',') {
-      out.push_back(cell);
-      cell.clear();
-    } else if (ch != '\r') {
-      cell += ch;
-    }
-  }
-  out.push_back(cell);
-  return out;
-}
-
-}  // namespace
-
 std::vector<PublishedRow> read_published_rows(const std::string& path) {
   // A regular file, read whole with the inputs' size cap (common/files.hpp): a FIFO or a device
   // is refused by name instead of blocking.
-  std::istringstream in(read_input_file(path, "the published nccl-tests CSV"));
-  std::string line;
-  if (!std::getline(in, line)) throw_bad_input(path, "header", "an empty file", "the measurements.csv header");
-  const auto header = split_csv(line);
+  const auto records = parse_csv(read_input_file(path, "the published nccl-tests CSV"), path);
+  if (records.empty() || is_blank(records[0]))
+    throw_bad_input(path, "header", "an empty file", "the measurements.csv header");
+  const auto& header = records[0].fields;
   std::map<std::string, std::size_t> col;
   for (std::size_t i = 0; i < header.size(); ++i) col[header[i]] = i;
   for (const char* need : {"source", "gpu", "gpus_per_node", "nodes", "world", "nic", "env", "collective", "placement",
@@ -58,11 +24,10 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
     if (!col.count(need)) throw_bad_input(path + ":1", need, "no such column", "the measurements.csv columns");
   }
   std::vector<PublishedRow> rows;
-  int number = 1;
-  while (std::getline(in, line)) {
-    ++number;
-    if (line.empty()) continue;
-    const auto f = split_csv(line);
+  for (std::size_t k = 1; k < records.size(); ++k) {
+    if (is_blank(records[k])) continue;
+    const auto& f = records[k].fields;
+    const int number = records[k].line;
     const std::string where = path + ":" + std::to_string(number);
     if (f.size() != header.size()) {
       throw_bad_input(where, "fields", std::to_string(f.size()), std::to_string(header.size()) + " fields as in the header");

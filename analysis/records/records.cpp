@@ -163,7 +163,7 @@ RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& re
   for (const char* key : {"deferred_fraction", "deferred_fraction_step_p50", "deferred_fraction_step_p99",
                           "deferred_fraction_step_max", "steps_with_deferral", "effective_applied_fraction",
                           "nominal_fraction", "analytic_deferred_fraction", "winner_rows", "deferred_rows",
-                          "waits_censored", "waits_abandoned"}) {
+                          "waits_censored", "waits_abandoned", "packed_groups", "routed_groups"}) {
     rec.metrics.push_back({.name = key, .value = result.at(key).get<double>(), .unit = ""});
   }
   for (const char* key : {"a2a_payload_bytes", "a2a_payload_bytes_c1", "extra_bytes_over_c1"}) {
@@ -185,9 +185,11 @@ RunRecord deferral_record(const nlohmann::json& config, const nlohmann::json& re
   return rec;
 }
 
-RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed) {
+RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed,
+                        const std::map<std::string, Interval>* intervals) {
   auto rec = RunRecord::begin("whatif", RunMode::simulated, config, seed);
-  const auto metrics = sim::metrics_json(r);
+  auto metrics = sim::metrics_json(r);
+  if (intervals) add_interval_json(metrics, *intervals);
   for (const auto& [name, value] : metrics.items()) {
     if (!value.is_number()) continue;
     const std::string unit = name.ends_with("_ms")      ? "ms"

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/calibration/fit_calibration.hpp"
+#include "analysis/calibration/intervals.hpp"
 #include "analysis/calibration/step_fit.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "analysis/store/store.hpp"
@@ -53,7 +54,10 @@ void add_collective_results(RunRecord& record, const sim::CollectiveSpec& spec, 
                                         const opt::DeferralSummary& s, std::uint64_t seed);
 
 // whatif: every numeric metric of the result, and rank 0's optimizer events as phases.
-[[nodiscard]] RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed);
+// With `intervals`: each metric's 90 % interval as the metrics <metric>_lo and <metric>_hi too
+// (analysis/calibration/intervals.hpp; the report draws them as bands).
+[[nodiscard]] RunRecord whatif_record(const sim::WhatifResult& r, const nlohmann::json& config, std::uint64_t seed,
+                                      const std::map<std::string, Interval>* intervals = nullptr);
 
 // A measured configuration (CSV or trace) as a run of mode `measured`, kind "measured_csv"; its
 // configuration is what `validate --db` and `calibrate --db` read back

@@ -100,6 +100,15 @@ sim::KernelCalibration load_whatif_calibration(const std::string& path, const si
   return from_fitted(read_calibration(path), hw, path, note);  // strict: other versions, unknown keys
 }
 
+std::optional<Calibration> fitted_calibration(const std::string& path, const Database* db,
+                                              const std::string& db_label) {
+  if (path.empty()) return std::nullopt;
+  if (auto stored = stored_calibration(db, path, db_label)) return stored;
+  const auto doc = parse_json_input(read_input_file(path, "a calibration JSON file", 64 << 20), path);
+  if (!doc.is_object() || !doc.contains("schema_version")) return std::nullopt;
+  return read_calibration(path);
+}
+
 void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note) {
   std::string gpu = cal.config.hardware.name.substr(0, cal.config.hardware.name.find('-'));
   for (auto& c : gpu) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -32,6 +32,11 @@ using Note = std::function<void(const std::string&)>;
 [[nodiscard]] sim::KernelCalibration load_whatif_calibration(const std::string& path, const sim::Hardware& hw,
                                                              const Database* db, const std::string& db_label,
                                                              const Note& note);
+// The `dionsim calibrate` calibration behind a whatif --calibration value (a stored name or a
+// calibrate file, with its covariance and model-form error, for the intervals); nullopt for a
+// kernel-calibration file or no value.
+[[nodiscard]] std::optional<Calibration> fitted_calibration(const std::string& path, const Database* db,
+                                                            const std::string& db_label);
 // whatif --db: the database's measured bf16 GEMMs of this GPU replace the preset's anchors.
 void use_db_gemms(const Database& db, sim::KernelCalibration& cal, const std::string& db_label, const Note& note);
 

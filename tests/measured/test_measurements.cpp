@@ -26,18 +26,6 @@ std::string error_of(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("CSV records: quotes, escaped quotes, embedded commas and newlines, CRLF", "[measurements]") {
-  const auto r = parse_csv("a,\"b,c\",\"say \"\"hi\"\"\"\r\nx,\"multi\nline\",z\nlast,,\n", "t.csv");
-  REQUIRE(r.size() == 3);
-  CHECK(r[0].fields == std::vector<std::string>{"a", "b,c", "say \"hi\""});
-  CHECK(r[1].fields == std::vector<std::string>{"x", "multi\nline", "z"});
-  CHECK(r[1].line == 2);
-  CHECK(r[2].line == 4);
-  CHECK(r[2].fields == std::vector<std::string>{"last", "", ""});
-  CHECK_THROWS_WITH(parse_csv("a,\"open\n", "t.csv"),
-                    Catch::Contains("t.csv:1: quoted field") && Catch::Contains("closing double quote"));
-}
-
 TEST_CASE("seed measurements: every row typed, configurations grouped", "[measurements][shared]") {
   const auto rows = read_measurement_csv(kData / "seed-measurements.csv");
   CHECK(rows.size() == 68);

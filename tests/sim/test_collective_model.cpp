@@ -2,7 +2,10 @@
 // algorithm/protocol switch points, dionsim's pricing, all-to-all through the DES (fast = exact,
 // PXN), whatif's timer = `collective`, and the published-rows validation.
 #include <catch2/catch.hpp>
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include "common/error.hpp"
@@ -220,7 +223,11 @@ TEST_CASE("validate-collectives: every published row predicted or out of scope",
 }
 
 TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[collective][validate]") {
-  const std::string path = "bad_published.csv";
+  // In a folder of its own under the system's temporary directory: never in the working directory.
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dionsim_collective_test." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "bad_published.csv").string();
   {
     std::ofstream out(path);
     out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
@@ -231,6 +238,7 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
     (void)read_published_rows(path);
     FAIL("no error");
   } catch (const InputError& e) {
-    CHECK(std::string(e.what()).find("bad_published.csv:2: time_us: got '-3'") != std::string::npos);
+    CHECK(std::string(e.what()).find(path + ":2: time_us: got '-3'") != std::string::npos);
   }
+  std::filesystem::remove_all(dir);
 }

@@ -21,7 +21,7 @@ execute_process(COMMAND ${EXE} report --db ${db} --out ${WORKDIR}/resume-report 
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "report: exit ${rc}\n${out}\n${err}")
 endif()
-foreach(f report.html report.md step_vs_nodes.png opt_vs_nodes.png payload_vs_world.png exposed_vs_bandwidth.png)
+foreach(f report.html report.md study1_step_wall_ms_vs_nodes.png study1_opt_wall_ms_vs_nodes.png study1_a2a_payload_MB_vs_world.png)
   if(NOT EXISTS ${WORKDIR}/resume-report/${f})
     message(FATAL_ERROR "report did not write ${f}")
   endif()

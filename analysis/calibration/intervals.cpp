@@ -1,0 +1,537 @@
+#include "analysis/calibration/intervals.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "analysis/calibration/parameters.hpp"
+#include "common/error.hpp"
+#include "sim/whatif_metrics.hpp"
+
+namespace dionsim::analysis {
+
+using nlohmann::json;
+
+namespace {
+
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// A metric without leave-one-out cells of its own takes the error of the measured metric nearest
+// in kind (docs/calibration.md, "Intervals"); one whose stand-in is missing too, the largest.
+const std::map<std::string, std::string>& model_error_stand_ins() {
+  static const std::map<std::string, std::string> m = {
+      {"fwd_bwd_ms", "step_wall_ms"},          {"fwd_bwd_compute_ms", "step_wall_ms"},
+      {"mfu_pct", "step_wall_ms"},             {"opt_critical_path_ms", "opt_wall_ms"},
+      {"opt_comm_window_ms", "opt_wall_ms"},   {"rank_wait_ms", "a2a_ms"},
+      {"norms_allgather_ms", "a2a_ms"},        {"opt_exposed_comm_ms", "a2a_ms"},
+      {"exposed_comm_ms", "a2a_ms"},           {"fsdp_comm_ms", "a2a_ms"},
+      {"fsdp_exposed_ms", "a2a_ms"},           {"replica_reduce_ms", "a2a_ms"},
+      {"opt_gpu_idle_comm_window_pct", "opt_gpu_idle_pct"},
+  };
+  return m;
+}
+
+double model_error_of(const Uncertainty& u, const std::string& metric) {
+  if (auto it = u.model_error.find(metric); it != u.model_error.end()) return it->second;
+  if (auto s = model_error_stand_ins().find(metric); s != model_error_stand_ins().end()) {
+    if (auto it = u.model_error.find(s->second); it != u.model_error.end()) return it->second;
+  }
+  double largest = 0;
+  for (const auto& [name, e] : u.model_error) largest = std::max(largest, e);
+  return largest;
+}
+
+// Sets the step part of a calibration on a configuration unconditionally (apply_step_calibration
+// keeps what the command line set; here the caller has removed those parameters already).
+void set_step(const sim::StepCalibration& s, sim::WhatifConfig& c, const std::set<std::string>& fixed) {
+  if (s.fwd_bwd_ms && !c.mfu && !fixed.count("fwd_bwd_ms")) c.fwd_bwd_ms = s.fwd_bwd_ms;
+  if (s.nic_efficiency) c.fabric.nic_efficiency = *s.nic_efficiency;
+  if (s.alltoall_intra_efficiency) c.alltoall_intra_efficiency = *s.alltoall_intra_efficiency;
+  if (s.alltoall_inter_efficiency) c.alltoall_inter_efficiency = *s.alltoall_inter_efficiency;
+  if (s.alltoall_latency_us) c.alltoall_latency_us = *s.alltoall_latency_us;
+  if (s.rank_skew_ms && !fixed.count("rank_skew_ms")) c.rank_skew_ms = s.rank_skew_ms;
+  if (s.collective_hbm_slowdown && !fixed.count("collective_hbm_slowdown"))
+    c.collective_hbm_slowdown = s.collective_hbm_slowdown;
+  if (s.host_launch_us && !fixed.count("host_launch_us")) {
+    c.host_launch_us = *s.host_launch_us;
+    c.host_ahead = true;
+  }
+}
+
+// The fit bounds of a calibration parameter (its row of the parameter table), or its valid range.
+std::pair<double, double> bounds_of(const std::string& name) {
+  const ParameterSpec* spec = find_parameter(name);
+  if (spec && spec->fit) return {spec->fit->lower, spec->fit->upper};
+  if (spec && spec->range == ParameterRange::efficiency) return {1e-6, 1.0};
+  return {0.0, 1e300};
+}
+
+double clamp_efficiency(double v) { return std::clamp(v, 1e-6, 1.0); }
+
+// A prior's value on one side applied to (kernel calibration, configuration). Returns false when
+// this side is the preset itself (nothing to evaluate).
+bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, sim::WhatifConfig& c) {
+  const double v = side < 0 ? p.low : p.high;
+  if (p.relative && v == 1.0) return false;
+  auto& k = kc.config;
+  if (p.name == "ns_gemm_efficiency") {
+    if (auto it = k.TFLOPs_by_kernel.find("ns_gemm"); it != k.TFLOPs_by_kernel.end())
+      it->second *= v;
+    else
+      k.gemm_efficiency_scale *= v;
+  } else if (p.name == "hbm_efficiency") {
+    k.hardware.hbm_efficiency = clamp_efficiency(k.hardware.hbm_efficiency * v);
+    for (auto& [cls, e] : k.hbm_efficiency_by_kernel) e = clamp_efficiency(e * v);
+  } else if (p.name == "nic_efficiency") {
+    c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * v);
+  } else if (p.name == "alltoall_intra_efficiency") {
+    c.alltoall_intra_efficiency = clamp_efficiency(c.alltoall_intra_efficiency * v);
+  } else if (p.name == "alltoall_inter_efficiency") {
+    c.alltoall_inter_efficiency = clamp_efficiency(c.alltoall_inter_efficiency * v);
+  } else if (p.name == "alltoall_latency_us") {
+    if (v <= c.alltoall_latency_us) return false;
+    c.alltoall_latency_us = v;
+  } else if (p.name == "rank_skew_ms") {
+    if (v <= c.rank_skew_ms.value_or(0.0)) return false;
+    c.rank_skew_ms = v;
+  } else if (p.name == "ns_gemm_overlap_slowdown") {
+    const auto it = k.overlap_slowdown_by_kernel.find("ns_gemm");
+    if (v <= (it == k.overlap_slowdown_by_kernel.end() ? 1.0 : it->second)) return false;
+    k.overlap_slowdown_by_kernel["ns_gemm"] = v;
+  } else if (p.name == "host_launch_us") {
+    if (v <= c.host_launch_us) return false;
+    c.host_launch_us = v;
+    c.host_ahead = true;
+  } else {
+    throw InputError("intervals: no prior rule for parameter '" + p.name + "'");
+  }
+  return true;
+}
+
+// The inter-node priors by fabric preset: validate-collectives' measured / modelled time of the
+// published multi-node rows >= 64 MiB of that preset's clusters, 5-95 %, as factors on the
+// efficiency (a time ratio r becomes the factor 1/r); presets with fewer than 50 such rows take the
+// pooled ones (parameter_priors()). docs/calibration.md, "Intervals", has the table.
+struct FabricPrior {
+  std::string_view preset;
+  double nic_low, nic_high, a2a_low, a2a_high;
+  int ring_rows, a2a_rows;
+};
+constexpr double kPooled = 0;  // marks "use the pooled range"
+const std::vector<FabricPrior>& fabric_priors() {
+  static const std::vector<FabricPrior> t = {
+      {"h100-ndr400", 0.753, 1.224, 0.970, 1.025, 216, 64},
+      {"p5-efa", 0.608, 1.206, 0.785, 1.152, 164, 60},
+      {"gb200-nvl72", 0.238, 1.230, kPooled, kPooled, 66, 16},
+      {"gb300-nvl72", 0.346, 1.270, 0.498, 0.938, 54, 54},
+  };
+  return t;
+}
+
+// The prior of `p` for a configuration on `fabric` (a preset name, or "<preset>@<nic GBps>").
+ParameterPrior prior_for(const ParameterPrior& p, const std::string& fabric) {
+  if (p.name != "nic_efficiency" && p.name != "alltoall_inter_efficiency") return p;
+  const std::string preset = fabric.substr(0, fabric.find('@'));
+  for (const auto& f : fabric_priors()) {
+    if (f.preset != preset) continue;
+    const bool nic = p.name == "nic_efficiency";
+    const double low = nic ? f.nic_low : f.a2a_low, high = nic ? f.nic_high : f.a2a_high;
+    if (low == kPooled) return p;
+    ParameterPrior q = p;
+    q.low = low;
+    q.high = high;
+    q.evidence = "validate-collectives on the " + std::to_string(nic ? f.ring_rows : f.a2a_rows) + " published " +
+                 std::string(nic ? "ring-collective" : "all-to-all") + " rows >= 64 MiB of " + preset + " clusters";
+    return q;
+  }
+  return p;
+}
+
+}  // namespace
+
+double Interval::probability_above(double x) const {
+  const double a = std::max(sd_lo, 0.0), b = std::max(sd_hi, 0.0);
+  if (a + b <= 0) return value > x ? 1.0 : 0.0;
+  // Split normal: mass a/(a+b) below the mode, b/(a+b) above.
+  double below;
+  if (x < value)
+    below = a > 0 ? 2.0 * a / (a + b) * normal_cdf((x - value) / a) : 0.0;
+  else
+    below = a / (a + b) + (b > 0 ? 2.0 * b / (a + b) * (normal_cdf((x - value) / b) - 0.5) : b / (a + b));
+  return std::clamp(1.0 - below, 0.0, 1.0);
+}
+
+std::string format_interval(const Interval& interval, int precision) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f ± %.*f", precision, interval.value, precision, interval.half_width());
+  return buf;
+}
+
+FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow>& rows) {
+  constexpr std::int64_t kMinBytes = std::int64_t{32} << 20;
+  // Across runs: rows of one (gpu, nodes, world, collective, size, placement) from several sources.
+  std::map<std::tuple<std::string, int, int, std::string, std::int64_t, std::string>, std::vector<double>> runs;
+  // Back to back: the two placements of one printed line (source, collective, world, size).
+  std::map<std::tuple<std::string, std::string, int, int, std::int64_t>, std::map<std::string, double>> lines;
+  for (const auto& r : rows) {
+    if (r.nodes < 2 || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
+    if (r.placement != "out-of-place" && r.placement != "in-place") continue;
+    runs[{r.gpu, r.nodes, r.world, r.collective, r.size_bytes, r.placement}].push_back(std::log(r.time_us));
+    lines[{r.source, r.collective, r.nodes, r.world, r.size_bytes}][r.placement] = std::log(r.time_us);
+  }
+  FabricSpreadEstimate e;
+  double ss = 0;
+  for (const auto& [key, v] : runs) {
+    if (v.size() < 2) continue;
+    double mean = 0;
+    for (double x : v) mean += x / static_cast<double>(v.size());
+    for (double x : v) ss += (x - mean) * (x - mean);
+    e.across_runs_dof += static_cast<int>(v.size()) - 1;
+  }
+  if (e.across_runs_dof > 0) e.across_runs = std::sqrt(ss / e.across_runs_dof);
+  double dd = 0;
+  for (const auto& [key, p] : lines) {
+    if (p.size() != 2) continue;
+    const double d = p.at("out-of-place") - p.at("in-place");
+    dd += d * d;
+    ++e.back_to_back_pairs;
+  }
+  // Var(x1 − x2) = 2σ² for two measurements of one quantity.
+  if (e.back_to_back_pairs > 0) e.back_to_back = std::sqrt(dd / (2.0 * e.back_to_back_pairs));
+  return e;
+}
+
+const std::map<std::string, double>& default_model_error() {
+  // Relative rms of the leave-one-out errors of the seed calibration (docs/calibration.md, five
+  // configurations), by whatif metric; test_intervals recomputes them.
+  static const std::map<std::string, double> m = {
+      {"step_wall_ms", 0.0173},       {"opt_wall_ms", 0.0661},     {"opt_comm_window_ms", 0.0907},
+      {"a2a_ms", 0.1544},             {"ns_gemm_ms", 0.0299},      {"non_gemm_ms", 0.1133},
+      {"opt_gpu_ms", 0.0163},         {"opt_cpu_span_ms", 0.0626}, {"opt_gpu_idle_comm_window_pct", 0.1634},
+      {"mfu_pct", 0.0106},
+  };
+  return m;
+}
+
+const std::vector<ParameterPrior>& parameter_priors() {
+  // 90 % ranges; docs/calibration.md ("Intervals") gives the evidence in full.
+  static const std::vector<ParameterPrior> p = {
+      {"ns_gemm_efficiency", true, 0.80, 1.25,
+       "NS GEMM throughput of this repository's five step calibrations: 0.73-1.0 of dense peak"},
+      {"hbm_efficiency", true, 0.50, 1.10, "fitted HBM efficiencies of the kernel classes: 0.46-1.0 (one 0.11)"},
+      {"nic_efficiency", true, 0.350, 1.245,
+       "validate-collectives, multi-node ring collectives >= 64 MiB (578 published rows): measured / modelled "
+       "time 5-95 % = exp(-0.219)..exp(1.050)"},
+      {"alltoall_inter_efficiency", true, 0.600, 1.129,
+       "validate-collectives, multi-node all-to-all >= 64 MiB (194 rows): exp(-0.121)..exp(0.511)"},
+      {"alltoall_intra_efficiency", true, 0.672, 0.937,
+       "validate-collectives, one-node all-to-all >= 64 MiB (40 rows): exp(0.065)..exp(0.397)"},
+      {"alltoall_latency_us", false, 0.0, 300.0, "fitted per-all-to-all cost of five calibrations: 91-304 us"},
+      {"rank_skew_ms", false, 0.0, 3.5, "fitted arrival skew of five calibrations: 1.1-3.5 ms"},
+      {"ns_gemm_overlap_slowdown", false, 1.0, 1.87,
+       "seed fit 1.70; H200 traces 753 / 402 TFLOP/s = 1.87 (docs/measurements.md)"},
+      {"host_launch_us", false, 0.0, 20.0, "seed fit 16.3 us per plan launch; an eager x.add_ enqueues in 8 us"},
+  };
+  return p;
+}
+
+Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options) {
+  if (!(options.fabric_spread >= 0) || !std::isfinite(options.fabric_spread))
+    throw_bad_usage("--fabric-spread", std::to_string(options.fabric_spread), "a relative spread >= 0 (e.g. 0.023)");
+  Uncertainty u;
+  u.fabric_spread = options.fabric_spread;
+  u.fixed = options.fixed;
+  bool has_hbm = false;
+  if (fitted != nullptr) {
+    u.calibration = fitted->name;
+    for (const auto& [name, p] : fitted->parameters) {
+      u.parameters[name] = p.value;
+      has_hbm = has_hbm || name.starts_with("hbm_efficiency.");
+    }
+    u.covariance_parameters = fitted->covariance_parameters;
+    u.covariance = fitted->covariance;
+    if (u.covariance_parameters.empty())
+      u.notes.push_back("calibration '" + fitted->name +
+                        "' has no covariance (schema 1): its fitted parameters are taken as exact");
+    if (!fitted->model_error.empty()) {
+      u.model_error = fitted->model_error;
+      u.model_error_source = "leave-one-out of calibration '" + fitted->name + "' (" +
+                             std::to_string(fitted->model_error_configurations) + " configurations)";
+    }
+  } else {
+    u.notes.push_back("no step calibration: every step-model parameter takes its prior range (docs/calibration.md, "
+                      "Intervals) — wide intervals");
+  }
+  if (u.model_error.empty()) {
+    u.model_error = default_model_error();
+    u.model_error_source = "the seed calibration's leave-one-out (no leave-one-out of " +
+                           (fitted ? "'" + fitted->name + "'" : std::string("a calibration")) + ")";
+    if (fitted) u.notes.push_back("calibration '" + fitted->name + "' has no leave-one-out errors: model-form error " +
+                                  "from the seed calibration's");
+  }
+  std::string priors;
+  for (const auto& p : parameter_priors()) {
+    const bool held = p.name == "hbm_efficiency" ? has_hbm : u.parameters.count(p.name) != 0;
+    if (held || options.fixed.count(p.name)) continue;
+    u.priors.push_back(p);
+    priors += (priors.empty() ? "" : ", ") + p.name;
+  }
+  if (fitted && !priors.empty())
+    u.notes.push_back("calibration '" + fitted->name + "' does not hold " + priors +
+                      ": their prior ranges widen the intervals where they matter (e.g. inter-node ones at several nodes)");
+  return u;
+}
+
+const std::vector<std::string>& interval_metrics() {
+  static const std::vector<std::string> m = {
+      "step_wall_ms",   "opt_wall_ms",        "opt_critical_path_ms", "opt_comm_window_ms", "opt_cpu_span_ms",
+      "rank_wait_ms",   "opt_gpu_ms",         "opt_gpu_idle_pct",     "opt_gpu_idle_comm_window_pct",
+      "ns_gemm_ms",     "non_gemm_ms",        "a2a_ms",               "norms_allgather_ms", "opt_exposed_comm_ms",
+      "exposed_comm_ms", "fwd_bwd_ms",        "fsdp_comm_ms",         "fsdp_exposed_ms",    "replica_reduce_ms",
+      "mfu_pct",
+  };
+  return m;
+}
+
+// One source of error: a principal direction of the covariance (1σ step in parameter space), a
+// prior, or the fabric factor.
+struct IntervalModel::Source {
+  enum class Kind { direction, prior, fabric } kind = Kind::direction;
+  std::vector<std::pair<std::string, double>> direction;  // parameter, 1σ displacement
+  double step_minus = 0, step_plus = 0;                   // in units of the direction, inside bounds
+  ParameterPrior prior;
+};
+
+IntervalModel::IntervalModel(sim::KernelCalibration calibration, sim::Hardware hardware, Uncertainty uncertainty)
+    : calibration_(std::move(calibration)), hardware_(std::move(hardware)), uncertainty_(std::move(uncertainty)) {}
+
+std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfig& config) const {
+  std::vector<Source> out;
+  const auto& u = uncertainty_;
+  // (a) principal directions of the covariance over the parameters the command line did not fix.
+  std::vector<Eigen::Index> live;
+  for (std::size_t j = 0; j < u.covariance_parameters.size(); ++j) {
+    const auto& name = u.covariance_parameters[j];
+    if (u.fixed.count(name)) continue;
+    if (name == "fwd_bwd_ms" && config.mfu) continue;
+    live.push_back(static_cast<Eigen::Index>(j));
+  }
+  if (!live.empty()) {
+    const auto k = static_cast<Eigen::Index>(live.size());
+    Eigen::MatrixXd C(k, k);
+    for (Eigen::Index a = 0; a < k; ++a)
+      for (Eigen::Index b = 0; b < k; ++b) C(a, b) = u.covariance(live[a], live[b]);
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (C + C.transpose()));
+    const double largest = eig.eigenvalues().cwiseAbs().maxCoeff();
+    constexpr double kStep = 0.1;  // of a standard deviation: linear, yet far above the ns rounding
+    for (Eigen::Index e = 0; e < k; ++e) {
+      const double lambda = eig.eigenvalues()[e];
+      if (!(lambda > 1e-12 * largest) || lambda <= 0) continue;
+      Source s;
+      s.kind = Source::Kind::direction;
+      Eigen::VectorXd d = eig.eigenvectors().col(e) * std::sqrt(lambda);
+      // A posterior is never wider than the prior: no parameter's 1σ displacement exceeds the sd of
+      // a uniform distribution over its bounds (range/√12). Weakly determined HBM groups otherwise
+      // get σ of thousands on a (0, 1] range from the pseudo-inverse (docs/calibration.md).
+      double cap = 1.0;
+      for (Eigen::Index a = 0; a < k; ++a) {
+        const auto [lo, hi] = bounds_of(u.covariance_parameters[static_cast<std::size_t>(live[a])]);
+        const double uniform_sd = (std::min(hi, 1e12) - lo) / std::sqrt(12.0);
+        if (std::abs(d[a]) > uniform_sd) cap = std::min(cap, uniform_sd / std::abs(d[a]));
+      }
+      d *= cap;
+      s.step_minus = s.step_plus = kStep;
+      for (Eigen::Index a = 0; a < k; ++a) {
+        if (std::abs(d[a]) < 1e-15) continue;
+        const auto& name = u.covariance_parameters[static_cast<std::size_t>(live[a])];
+        const double v = u.parameters.at(name);
+        const auto [lo, hi] = bounds_of(name);
+        // Largest t in [0, kStep] with lo <= v ± t·d <= hi.
+        auto room = [&](double sign) {
+          const double delta = sign * d[a];
+          if (delta > 0) return std::max(0.0, (hi - v) / delta);
+          return std::max(0.0, (v - lo) / -delta);
+        };
+        s.step_plus = std::min(s.step_plus, room(1.0));
+        s.step_minus = std::min(s.step_minus, room(-1.0));
+        s.direction.emplace_back(name, d[a]);
+      }
+      if (s.step_plus + s.step_minus > 1e-9 && !s.direction.empty()) out.push_back(std::move(s));
+    }
+  }
+  for (const auto& p : u.priors) {
+    Source s;
+    s.kind = Source::Kind::prior;
+    s.prior = prior_for(p, config.fabric.name);
+    out.push_back(s);
+  }
+  if (u.fabric_spread > 0 && config.nodes > 1) {
+    Source s;
+    s.kind = Source::Kind::fabric;
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>& configs, const opt::Inventory& inventory,
+                                            const Source* source, int side) const {
+  sim::KernelCalibration kc = calibration_;
+  std::vector<sim::WhatifConfig> cs = configs;
+  bool changed = source == nullptr;
+  if (source && source->kind == Source::Kind::direction) {
+    const double t = side < 0 ? -source->step_minus : source->step_plus;
+    sim::KernelCalibration stepped = kc;
+    stepped.step = {};
+    for (const auto& [name, d] : source->direction) {
+      std::string suffix;
+      const ParameterSpec* spec = find_parameter(name, &suffix);
+      if (spec == nullptr || spec->apply == nullptr) continue;
+      spec->apply(uncertainty_.parameters.at(name) + t * d, suffix, stepped, hardware_);
+    }
+    kc.config = stepped.config;
+    kc.alltoall_algbw_GBps_by_world = stepped.alltoall_algbw_GBps_by_world;
+    for (auto& c : cs) set_step(stepped.step, c, uncertainty_.fixed);
+    changed = true;
+  } else if (source && source->kind == Source::Kind::prior) {
+    for (auto& c : cs) {
+      sim::KernelCalibration per = calibration_;
+      changed = apply_prior(source->prior, side, per, c) || changed;
+      kc.config = per.config;  // the kernel part is the same for every configuration
+    }
+  } else if (source && source->kind == Source::Kind::fabric) {
+    const double f = std::exp(side * kIntervalZ * uncertainty_.fabric_spread);
+    for (auto& c : cs) {
+      c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * f);
+      c.alltoall_inter_efficiency = clamp_efficiency(c.alltoall_inter_efficiency * f);
+    }
+    changed = true;
+  }
+  std::vector<double> out;
+  if (!changed) return out;  // this side is the central prediction
+  const sim::KernelModel kernels(kc.config, kc.measured);
+  for (const auto& c : cs) {
+    const auto r = sim::run_whatif(c, inventory, kernels);
+    for (const auto& m : interval_metrics()) out.push_back(sim::metric_value(r, m).value_or(std::nan("")));
+  }
+  return out;
+}
+
+namespace {
+
+// Combines the sources' deviations of each output (index) into intervals around `central`.
+struct Accumulator {
+  std::vector<double> up, down;  // variances
+  explicit Accumulator(std::size_t n) : up(n, 0.0), down(n, 0.0) {}
+  void linear(std::size_t i, double sd) {
+    up[i] += sd * sd;
+    down[i] += sd * sd;
+  }
+  void ends(std::size_t i, double minus, double plus) {  // deviations at the 90 % ends
+    const double hi = std::max({0.0, minus, plus}) / kIntervalZ;
+    const double lo = std::max({0.0, -minus, -plus}) / kIntervalZ;
+    up[i] += hi * hi;
+    down[i] += lo * lo;
+  }
+};
+
+Interval make_interval(double value, double var_lo, double var_hi, bool non_negative) {
+  Interval iv;
+  iv.value = value;
+  iv.sd_lo = std::sqrt(var_lo);
+  iv.sd_hi = std::sqrt(var_hi);
+  iv.lo = value - kIntervalZ * iv.sd_lo;
+  iv.hi = value + kIntervalZ * iv.sd_hi;
+  if (non_negative) iv.lo = std::max(0.0, iv.lo);
+  return iv;
+}
+
+}  // namespace
+
+std::map<std::string, Interval> IntervalModel::intervals(const sim::WhatifConfig& config,
+                                                         const opt::Inventory& inventory) const {
+  const std::vector<sim::WhatifConfig> cs{config};
+  const auto central = evaluate(cs, inventory, nullptr, 0);
+  const std::size_t n = central.size();
+  Accumulator acc(n);
+  for (const auto& s : sources(config)) {
+    const auto minus = evaluate(cs, inventory, &s, -1);
+    const auto plus = evaluate(cs, inventory, &s, +1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double dm = minus.empty() ? 0.0 : minus[i] - central[i];
+      const double dp = plus.empty() ? 0.0 : plus[i] - central[i];
+      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
+      if (s.kind == Source::Kind::direction)
+        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
+      else
+        acc.ends(i, dm, dp);
+    }
+  }
+  std::map<std::string, Interval> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(central[i])) continue;
+    const auto& metric = interval_metrics()[i];
+    const double e = model_error_of(uncertainty_, metric) * std::abs(central[i]);
+    acc.linear(i, e);
+    out[metric] = make_interval(central[i], acc.down[i], acc.up[i], true);
+  }
+  return out;
+}
+
+std::map<std::string, Interval> IntervalModel::differences(const sim::WhatifConfig& a, const sim::WhatifConfig& b,
+                                                           const opt::Inventory& inventory) const {
+  if (a.nodes != b.nodes || a.gpus_per_node != b.gpus_per_node || a.fabric.name != b.fabric.name)
+    throw InputError("intervals: a difference is taken on one node set: got " + std::to_string(a.nodes) + " x " +
+                     std::to_string(a.gpus_per_node) + " on " + a.fabric.name + " vs " + std::to_string(b.nodes) +
+                     " x " + std::to_string(b.gpus_per_node) + " on " + b.fabric.name);
+  const std::vector<sim::WhatifConfig> cs{a, b};
+  const auto central = evaluate(cs, inventory, nullptr, 0);
+  const std::size_t n = central.size() / 2;
+  auto diff = [n](const std::vector<double>& v, std::size_t i) { return v[i] - v[n + i]; };
+  Accumulator acc(n);
+  for (const auto& s : sources(a)) {
+    const auto minus = evaluate(cs, inventory, &s, -1);
+    const auto plus = evaluate(cs, inventory, &s, +1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double d0 = diff(central, i);
+      const double dm = minus.empty() ? 0.0 : diff(minus, i) - d0;
+      const double dp = plus.empty() ? 0.0 : diff(plus, i) - d0;
+      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
+      if (s.kind == Source::Kind::direction)
+        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
+      else
+        acc.ends(i, dm, dp);
+    }
+  }
+  std::map<std::string, Interval> out;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double d0 = diff(central, i);
+    if (!std::isfinite(d0)) continue;
+    const auto& metric = interval_metrics()[i];
+    const double e = model_error_of(uncertainty_, metric);
+    acc.linear(i, e * std::abs(central[i]));      // the two configurations' model-form errors,
+    acc.linear(i, e * std::abs(central[n + i]));  // taken as independent
+    out[metric] = make_interval(d0, acc.down[i], acc.up[i], false);
+  }
+  return out;
+}
+
+void add_interval_json(json& row, const std::map<std::string, Interval>& intervals) {
+  for (const auto& [metric, iv] : intervals) {
+    row[metric + "_lo"] = iv.lo;
+    row[metric + "_hi"] = iv.hi;
+  }
+}
+
+std::map<std::string, double> half_widths(const std::map<std::string, Interval>& intervals) {
+  std::map<std::string, double> out;
+  for (const auto& [metric, iv] : intervals) out[metric] = iv.half_width();
+  return out;
+}
+
+json to_json(const Interval& iv) {
+  return {{"value", iv.value}, {"lo", iv.lo}, {"hi", iv.hi}, {"sd_lo", iv.sd_lo}, {"sd_hi", iv.sd_hi}};
+}
+
+}  // namespace dionsim::analysis

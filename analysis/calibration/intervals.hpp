@@ -1,0 +1,154 @@
+#pragma once
+// Prediction intervals of the what-if step model: a central value and a 90 % interval for every
+// predicted time metric, from three sources of error, each propagated by perturbing the model's
+// inputs and re-running the model (never by scaling the result):
+//
+//   (a) the fitted parameters' covariance (a `dionsim calibrate` file, schema 2): linearised — the
+//       model's gradient along each principal direction of C by central differences of a tenth of
+//       that direction's standard deviation, var = gᵀ C g (the report's extrapolation study does
+//       the same; sampling C is not used because weakly determined HBM groups have standard errors
+//       wider than their (0, 1] range, docs/calibration.md);
+//   (b) model-form error: what the calibration's own leave-one-configuration-out residuals show,
+//       the relative rms error per metric (stored in the calibration as "model_error"); a metric
+//       the leave-one-out has no cells of takes the largest time metric's; a calibration without
+//       them takes kDefaultModelError (the seed calibration's, docs/calibration.md);
+//   (c) fabric variability between node sets of one cluster: the inter-node bandwidth (NIC
+//       efficiency and inter-node all-to-all efficiency together, one factor) at exp(±z·s), with s
+//       from public evidence (kPublishedFabricSpread, fabric_spread_from_published) or
+//       `--fabric-spread`; it moves only what crosses nodes.
+// and, for a parameter the calibration does not hold (no calibration at all, or a one-node
+// calibration asked about several nodes): that parameter's prior (parameter_priors(): a 90 % range
+// from public evidence and dionsim's own calibrations), the model evaluated at both ends. That is
+// the "widen honestly" rule: nothing the data did not constrain is treated as known.
+//
+// Combination: each source contributes an upward and a downward deviation (a source evaluated at
+// its 90 % ends contributes |Δ|/z as a standard deviation on its side; a linearised one the same on
+// both sides); the sides add in quadrature to sd_hi and sd_lo, and the interval is
+// [value − z·sd_lo, value + z·sd_hi] (a split normal), clamped at 0 for a time. Differences of two
+// configurations on one node set (scope vs scope) perturb both together, so the common parameters,
+// the fabric factor and the priors cancel as far as the model says they do; their model-form
+// errors are taken as independent (the leave-one-out cannot tell how they correlate: conservative).
+#include <Eigen/Dense>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/calibration/fit_calibration.hpp"
+#include "analysis/measured/nccl_published.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
+
+namespace dionsim::analysis {
+
+inline constexpr double kIntervalLevel = 0.90;
+inline constexpr double kIntervalZ = 1.6448536269514722;  // Φ⁻¹(0.95): two-sided 90 %
+
+// A prediction and its 90 % interval. sd_lo / sd_hi: the standard deviations of the two sides
+// (split normal around value).
+struct Interval {
+  double value = 0, lo = 0, hi = 0;
+  double sd_lo = 0, sd_hi = 0;
+  [[nodiscard]] double half_width() const { return 0.5 * (hi - lo); }
+  [[nodiscard]] bool covers(double x) const { return lo <= x && x <= hi; }
+  // P(true value > x) under the split normal (value, sd_lo, sd_hi): for a difference a − b of
+  // step times, probability_above(0) is the probability that b is really the faster.
+  [[nodiscard]] double probability_above(double x) const;
+};
+// "582.3 ± 16.1" (half the interval's width; `precision` digits after the point).
+[[nodiscard]] std::string format_interval(const Interval& interval, int precision = 1);
+
+// (c) The relative standard deviation of inter-node bandwidth between repeated measurements of
+// one size on one cluster in the published nccl-tests rows (../shared/data/nccl-published):
+// bandwidth-bound rows (>= 32 MiB, >= 2 nodes); pooled over repeated runs of one cluster (same
+// GPU, nodes, world, collective, size, placement; several sources) and over back-to-back repeats
+// (out-of-place vs in-place of one printed line), sd of log time. The larger of the two is used.
+struct FabricSpreadEstimate {
+  double across_runs = 0;      // pooled sd between runs of one cluster
+  int across_runs_dof = 0;
+  double back_to_back = 0;     // pooled sd between the two placements of one line
+  int back_to_back_pairs = 0;
+  [[nodiscard]] double spread() const { return std::max(across_runs, back_to_back); }
+};
+[[nodiscard]] FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow>& rows);
+// fabric_spread_from_published on the committed CSV, rounded to 3 decimals (a test checks it).
+inline constexpr double kPublishedFabricSpread = 0.023;
+
+// (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
+// seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).
+[[nodiscard]] const std::map<std::string, double>& default_model_error();
+
+// The prior of a step-model parameter that no calibration fixes: its 90 % range, as a factor on
+// the preset value (efficiencies, slowdowns; clamped to the parameter's bounds) or as absolute
+// values (times whose preset is 0).
+struct ParameterPrior {
+  std::string name;  // the calibration parameter ("nic_efficiency", "hbm_efficiency" for every class)
+  bool relative = true;
+  double low = 1, high = 1;  // factors (relative) or values
+  std::string evidence;      // where the range comes from (docs/calibration.md)
+};
+[[nodiscard]] const std::vector<ParameterPrior>& parameter_priors();
+
+struct IntervalOptions {
+  double fabric_spread = kPublishedFabricSpread;  // --fabric-spread (relative sd, >= 0)
+  // Step parameters the command line set (fwd_bwd_ms, rank_skew_ms, host_launch_us,
+  // collective_hbm_slowdown): the user's value is an input, not uncertain.
+  std::set<std::string> fixed;
+};
+
+// Everything uncertain about predictions made with one calibration (or none).
+struct Uncertainty {
+  std::string calibration;  // its name; "" = none
+  // (a) the fitted parameters (names of the calibration file) and their covariance
+  std::map<std::string, double> parameters;
+  std::vector<std::string> covariance_parameters;
+  Eigen::MatrixXd covariance;
+  std::vector<ParameterPrior> priors;         // parameters the calibration does not hold
+  std::map<std::string, double> model_error;  // (b) whatif metric -> relative sd
+  std::string model_error_source;
+  double fabric_spread = kPublishedFabricSpread;  // (c)
+  std::set<std::string> fixed;
+  std::vector<std::string> notes;  // what was widened and why (for stderr, once)
+};
+// `fitted` null: no calibration (or a kernel-calibration JSON, which carries no uncertainty).
+[[nodiscard]] Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options);
+
+// The whatif metrics that get intervals (the times and the shares derived from them).
+[[nodiscard]] const std::vector<std::string>& interval_metrics();
+
+// Intervals of whatif predictions made with `calibration` (the kernel calibration whatif runs
+// with; a calibrate file's parameters already applied) on GPU `hardware`.
+class IntervalModel {
+ public:
+  IntervalModel(sim::KernelCalibration calibration, sim::Hardware hardware, Uncertainty uncertainty);
+  // The interval of every interval_metrics() metric the configuration defines. `config` as whatif
+  // ran it (calibration applied).
+  [[nodiscard]] std::map<std::string, Interval> intervals(const sim::WhatifConfig& config,
+                                                          const opt::Inventory& inventory) const;
+  // a − b of every interval metric, both perturbed together (one node set: same fabric and
+  // nodes; InputError otherwise).
+  [[nodiscard]] std::map<std::string, Interval> differences(const sim::WhatifConfig& a, const sim::WhatifConfig& b,
+                                                            const opt::Inventory& inventory) const;
+  [[nodiscard]] const Uncertainty& uncertainty() const { return uncertainty_; }
+
+ private:
+  struct Source;
+  [[nodiscard]] std::vector<Source> sources(const sim::WhatifConfig& config) const;
+  [[nodiscard]] std::vector<double> evaluate(const std::vector<sim::WhatifConfig>& configs, const opt::Inventory& inventory,
+                                             const Source* source, int side) const;
+  sim::KernelCalibration calibration_;
+  sim::Hardware hardware_;
+  Uncertainty uncertainty_;
+};
+
+// <metric>_lo / <metric>_hi of every interval into a flat JSON row (beside <metric>).
+void add_interval_json(nlohmann::json& row, const std::map<std::string, Interval>& intervals);
+[[nodiscard]] nlohmann::json to_json(const Interval& interval);
+// metric -> half the interval's width (for sim::table_row).
+[[nodiscard]] std::map<std::string, double> half_widths(const std::map<std::string, Interval>& intervals);
+
+}  // namespace dionsim::analysis
