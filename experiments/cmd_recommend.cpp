@@ -36,11 +36,21 @@ analysis::RunRecord recommend_record(const nlohmann::json& config, const nlohman
     for (const char* g : {"packed", "exact_global", "local", "unsharded"}) add(p + "groups_" + g, c["routing"][g], "");
     add(p + "capacity_factor_resolved_min", c["capacity_factor_resolved_min"], "");
     add(p + "capacity_factor_resolved_max", c["capacity_factor_resolved_max"], "");
+    if (c["selection_quality"].is_object()) {
+      for (const char* q : {"overlap_mean", "overlap_final", "overlap_min", "effective_fraction"}) {
+        add(p + "selection_" + q, c["selection_quality"][q], "");
+      }
+    }
     for (const char* role : {"pick", "runner_up"}) {
       if (!out[role].is_null() && out[role]["candidate"] == c["candidate"]) add(std::string(role) + "_index", i, "");
     }
   }
   add("margin_ms", out["margin_ms"], "ms");
+  if (out.contains("margin_ms_lo")) {
+    add("margin_ms_lo", out["margin_ms_lo"], "ms");
+    add("margin_ms_hi", out["margin_ms_hi"], "ms");
+    add("p_pick_wins", out["p_pick_wins"], "");
+  }
   return rec;
 }
 
