@@ -50,8 +50,8 @@ int run_deferral(std::span<const std::string> args) {
       ("target", po::value(&target)->default_value(target, "1e-4"), "deferral target for --recommend, in (0, 1)");
   if (!cmd.parse(args)) return 0;
   opt::DeferralConfig base;
-  base.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
-  base.fraction = fraction;
+  base.plan.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
+  base.plan.fraction = fraction;
   base.ef = ef;
   base.momentum_dtype = opt::parse_dtype(dtype, "--momentum-dtype");
   base.stream = opt::parse_norm_stream(norms, "--norms");
@@ -76,8 +76,8 @@ int run_deferral(std::span<const std::string> args) {
   for (std::int64_t w : world_list) {
     for (const auto& cf : recommend ? std::vector<std::optional<double>>{std::nullopt} : capacities) {
       opt::DeferralConfig c = base;
-      c.world = w;
-      c.capacity_factor = cf;
+      c.plan.world = w;
+      c.plan.capacity_factor = cf;
       opt::validate(c);
       configs.push_back(c);
     }
@@ -97,8 +97,8 @@ int run_deferral(std::span<const std::string> args) {
     std::fputs(row.c_str(), stdout);
   };
   for (const auto& c : configs) {
-    log(cmd.common(), "deferral: " + model + " world " + std::to_string(c.world) + " c " +
-                          (c.capacity_factor ? std::to_string(*c.capacity_factor) : std::string("auto")));
+    log(cmd.common(), "deferral: " + model + " world " + std::to_string(c.plan.world) + " c " +
+                          (c.plan.capacity_factor ? std::to_string(*c.plan.capacity_factor) : std::string("auto")));
     if (recommend) {
       const opt::Recommendation r = opt::recommend_capacity(c, target);
       out.push_back(opt::to_json(c, target, r));

@@ -97,12 +97,14 @@ int run_measure(std::span<const std::string> args) {
   // Validate everything before anything touches a device (same answers in CPU and CUDA builds).
   if (!collective.empty() && collective != "alltoall" && collective != "allgather")
     throw_bad_usage("--collective", collective, "alltoall or allgather");
-  const auto optimizer_kind = opt::parse_optimizer(optimizer, "--optimizer");
-  const auto scope_kind = opt::parse_scope(scope, "--scope");
+  opt::PlanConfig plan;  // its world = the GPUs, known once the communicators exist
+  plan.optimizer = opt::parse_optimizer(optimizer, "--optimizer");
+  plan.scope = opt::parse_scope(scope, "--scope");
   [[maybe_unused]] const auto dtype_kind = opt::parse_dtype(dtype, "--momentum-dtype");  // used by CUDA builds
-  [[maybe_unused]] const auto ns_kind = opt::parse_ns(ns, "--ns");
-  if (!(fraction > 0.0 && fraction <= 1.0)) throw_bad_usage("--fraction", std::to_string(fraction), "a number in (0, 1]");
-  const auto capacity_factor = opt::parse_capacity_factor(capacity, "--capacity-factor");
+  plan.ns = opt::parse_ns(ns, "--ns");
+  opt::check_fraction(fraction, "--fraction");
+  plan.fraction = fraction;
+  plan.capacity_factor = opt::parse_capacity_factor(capacity, "--capacity-factor");
   if (steps < 1) throw_bad_usage("--steps", std::to_string(steps), "an integer >= 1");
   if (warmup < 0) throw_bad_usage("--warmup", std::to_string(warmup), "an integer >= 0");
   if (gpus < 0) throw_bad_usage("--gpus", std::to_string(gpus), "an integer >= 0 (0 = all visible)");
@@ -117,8 +119,7 @@ int run_measure(std::span<const std::string> args) {
   // An MPI launch of a build without MPI is a usage error (exit 2) before anything else happens.
   const launch::Launch how = launch::select_launch();
 #ifndef DIONSIM_HAVE_CUDA
-  (void)optimizer_kind;
-  (void)scope_kind;
+  (void)plan;
   (void)how;
   throw DeviceError("measure: this dionsim was built without CUDA; reconfigure with -DDIONSIM_WITH_CUDA=ON "
                     "(cmake --preset cuda-release) where nvcc and NCCL are installed");
@@ -134,20 +135,16 @@ int run_measure(std::span<const std::string> args) {
       return measure_collective(cmd, collective, b, e, factor, comms, static_cast<int>(steps * 2), static_cast<int>(warmup));
     kernels::MeasureConfig cfg;
     cfg.model = model;
-    cfg.step.optimizer = optimizer_kind;
-    cfg.step.scope = scope_kind;
-    cfg.step.fraction = fraction;
-    cfg.step.capacity_factor = capacity_factor;
+    cfg.step.plan = plan;
+    cfg.step.plan.world = comms.front().world();
     cfg.step.dtype = dtype_kind;
-    cfg.step.ns = ns_kind;
     cfg.cuda_graph = cuda_graph;
     cfg.step.ef = 0.95;  // Dion2 ef_decay and NorDion2 mu defaults (spec §1.1)
-    cfg.step.world = comms.front().world();
     cfg.steps = static_cast<int>(steps);
     cfg.warmup = static_cast<int>(warmup);
     cfg.seed = cmd.common().seed;
     cfg.max_in_flight = static_cast<int>(in_flight);
-    log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.world) + " GPU(s)");
+    log(cmd.common(), "measuring " + model + " " + optimizer + " " + scope + " on " + std::to_string(cfg.step.plan.world) + " GPU(s)");
     const auto res = kernels::run_measure(cfg, comms);
     if (res.rank != 0) return 0;  // one process per GPU: rank 0 reports and stores
     const auto out = kernels::to_json(cfg, res);
@@ -161,7 +158,7 @@ int run_measure(std::span<const std::string> args) {
       return 0;
     }
     std::printf("# dionsim measure  %s  world %lld  %s %s f=%g c=%s  momentum %s  ns %s%s  %s  (median of %d after %d warm-up)\n",
-                model.c_str(), static_cast<long long>(cfg.step.world), optimizer.c_str(), scope.c_str(), fraction,
+                model.c_str(), static_cast<long long>(cfg.step.plan.world), optimizer.c_str(), scope.c_str(), fraction,
                 capacity.c_str(), dtype.c_str(), ns.c_str(), cuda_graph ? "  cuda-graph" : "", res.device_name.c_str(),
                 cfg.steps, cfg.warmup);
     for (const auto& m : out["metrics"])

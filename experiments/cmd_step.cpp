@@ -40,7 +40,7 @@ int run_step(std::span<const std::string> args) {
   if (recorder.skip(run_config)) return 0;
   auto record = recorder.begin(run_config);
   log(cmd.common(), "step: " + case_dir + ": " + std::to_string(c.params.size()) + " params, world " +
-                        std::to_string(c.config.world) + ", " + std::to_string(c.steps) + " steps");
+                        std::to_string(c.config.plan.world) + ", " + std::to_string(c.steps) + " steps");
   const auto t0 = std::chrono::steady_clock::now();
   const auto optimizer = opt::run_numerics_case(c, threads);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -62,7 +62,7 @@ int run_step(std::span<const std::string> args) {
     out["wall_ms"] = ms;
     print_json(out);
   } else {
-    std::cout << "case " << case_dir << "  steps " << c.steps << "  world " << c.config.world << "  wall_ms "
+    std::cout << "case " << case_dir << "  steps " << c.steps << "  world " << c.config.plan.world << "  wall_ms "
               << ms << "  deferred_rows " << deferred << "  winner_rows " << winners << "  -> " << out_dir << '\n';
   }
   return 0;

@@ -118,7 +118,7 @@ struct GpuOptimizer::Impl {
       : cfg(c), params(std::move(p)), tr(t), timing(tm), max_in_flight(mif), streams(sm), ns_tuning(tune),
         mdt(c.dtype == opt::Dtype::bfloat16 ? MomentumDtype::bf16 : MomentumDtype::fp32) {}
 
-  [[nodiscard]] std::int64_t w() const { return cfg.world; }
+  [[nodiscard]] std::int64_t w() const { return cfg.plan.world; }
   // FSDP2 rows of this rank; unsharded paths (ddp, single) hold every row on every rank.
   std::int64_t rows_of(const opt::GroupPlan& g, int rank) const {
     if (unsharded(g)) return g.rows;
@@ -130,8 +130,8 @@ struct GpuOptimizer::Impl {
   std::size_t mbytes() const { return mdt == MomentumDtype::bf16 ? 2 : 4; }
 
   void plan_groups() {
-    if (cfg.world != tr.world())
-      throw_bad_usage("--world", std::to_string(cfg.world), "the transport's world " + std::to_string(tr.world()));
+    if (cfg.plan.world != tr.world())
+      throw_bad_usage("--world", std::to_string(cfg.plan.world), "the transport's world " + std::to_string(tr.world()));
     std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> index;
     for (std::size_t i = 0; i < params.size(); ++i) {
       const auto key = std::make_pair(params[i].rows, params[i].cols);
@@ -143,15 +143,7 @@ struct GpuOptimizer::Impl {
         members[it->second].push_back(i);
       }
     }
-    opt::PlanConfig pc;
-    pc.world = cfg.world;
-    pc.scope = cfg.scope;
-    pc.fraction = cfg.fraction;
-    pc.capacity_factor = cfg.capacity_factor;
-    pc.optimizer = cfg.optimizer;
-    pc.ns = cfg.ns;
-    pc.sharded = cfg.sharded;
-    pc.momentum_bytes = pc.param_bytes = static_cast<int>(mbytes());
+    const opt::PlanConfig pc = cfg.plan_config();
     opt::validate(pc);
     for (const auto& m : members) {
       const auto& p = params[m.front()];
@@ -180,8 +172,8 @@ struct GpuOptimizer::Impl {
           rc.aux_done.push_back(std::make_unique<Event>());
         }
       }
-      rc.ns = std::make_unique<NewtonSchulz>(cfg.ns == opt::NsKind::polar_express ? NsKind::polar_express
-                                             : cfg.ns == opt::NsKind::gram        ? NsKind::gram
+      rc.ns = std::make_unique<NewtonSchulz>(cfg.plan.ns == opt::NsKind::polar_express ? NsKind::polar_express
+                                             : cfg.plan.ns == opt::NsKind::gram        ? NsKind::gram
                                                                                   : NsKind::quintic,
                                              static_cast<float>(cfg.epsilon));
       rc.ns->set_autotune(ns_tuning.autotune);
@@ -198,7 +190,7 @@ struct GpuOptimizer::Impl {
         rg->M = DeviceArray<std::uint8_t>(NLC * mbytes(), "momentum");
         memset_device(rg->M.data(), 0, rg->M.bytes(), rc.compute);
         rg->keys = DeviceArray<float>(at(N * L), "keys");
-        if (cfg.optimizer == opt::OptimizerKind::nordion2) {
+        if (cfg.plan.optimizer == opt::OptimizerKind::nordion2) {
           rg->V = DeviceArray<float>(at(N * L), "variance_neuron");
           memset_device(rg->V.data(), 0, rg->V.bytes(), rc.compute);
           rg->row_scale = DeviceArray<float>(at(N * L), "row scale");
@@ -307,7 +299,7 @@ struct GpuOptimizer::Impl {
     const StreamHandle s = rg.aux, gemm = rc.compute;  // memory-bound kernels, NS GEMMs
     const int N = static_cast<int>(g.N), pr = static_cast<int>(g.pr), W = static_cast<int>(w());
     const std::int64_t C = g.cols, L = rg.L;
-    const bool nordion = cfg.optimizer == opt::OptimizerKind::nordion2;
+    const bool nordion = cfg.plan.optimizer == opt::OptimizerKind::nordion2;
     // U [N][u_rows][C], or with u_row the rows of a receive buffer named by the row map.
     auto post = [&](const bf16_bits* U, std::int64_t u_rows, const std::int32_t* u_row, float ef, bool round_update) {
       PostParams p = post_params(g);

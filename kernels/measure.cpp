@@ -81,7 +81,7 @@ std::vector<Communicator> make_communicators(int gpus) {
 MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms) {
   if (cfg.steps < 1) throw_bad_usage("--steps", std::to_string(cfg.steps), "an integer >= 1");
   if (cfg.warmup < 0) throw_bad_usage("--warmup", std::to_string(cfg.warmup), "an integer >= 0");
-  if (cfg.step.world < 1) throw_bad_usage("--gpus", std::to_string(cfg.step.world), "an integer >= 1");
+  if (cfg.step.plan.world < 1) throw_bad_usage("--gpus", std::to_string(cfg.step.plan.world), "an integer >= 1");
   const opt::Inventory inv = opt::load_inventory(cfg.model);
   std::vector<opt::ParamSpec> params;
   for (const auto& e : inv.entries)
@@ -102,7 +102,7 @@ MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& c
   res.streams = streams;
   res.ns_autotune = autotune;
   res.ns_layout = layout;
-  res.gpus = static_cast<int>(cfg.step.world);
+  res.gpus = static_cast<int>(cfg.step.plan.world);
   // One process drives every GPU of its node; one process per GPU: the launcher says how many share a node.
   res.ranks_per_node = comms.size() > 1 ? res.gpus : launch::ranks_per_node(launch::process_env(), res.gpus);
   for (const auto& g : res.groups) {
@@ -198,7 +198,7 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
     else if (l.kind == SymmetricLayout::block_rows) layout.append(":").append(std::to_string(l.rows));
     std::string input = std::to_string(in.batch);
     input.append("x").append(std::to_string(in.rows)).append("x").append(std::to_string(in.cols));
-    if (c.step.ns == opt::NsKind::gram) layout = "plain-fp16";  // Gram NS: plain fp16 GEMMs
+    if (c.step.plan.ns == opt::NsKind::gram) layout = "plain-fp16";  // Gram NS: plain fp16 GEMMs
     nlohmann::json row{{"group", g}, {"ns_input", input}, {"layout", layout}};
     if (g < r.ns_group_ms.size()) row["ns_ms"] = r.ns_group_ms[g];
     if (g < r.ns_group_flops.size()) {
@@ -216,13 +216,13 @@ nlohmann::json to_json(const MeasureConfig& c, const MeasureResult& r) {
   for (double f : r.ns_group_flops) executed += f;
   // hardware, gpus_per_node, nodes and ns make the stored configuration one that `calibrate --db`
   // and `validate --db` read (analysis/records/stored_runs.hpp), like a row of the measurement CSV.
-  nlohmann::json out = {{"mode", "step"}, {"model", c.model}, {"world", c.step.world}, {"device", r.device_name},
+  nlohmann::json out = {{"mode", "step"}, {"model", c.model}, {"world", c.step.plan.world}, {"device", r.device_name},
           {"hardware", r.device_name}, {"gpus_per_node", r.ranks_per_node},
-          {"nodes", r.ranks_per_node > 0 ? c.step.world / r.ranks_per_node : 1},
-          {"ns", opt::to_string(c.step.ns)},
-          {"optimizer", opt::to_string(c.step.optimizer)}, {"scope", opt::to_string(c.step.scope)},
-          {"fraction", c.step.fraction},
-          {"capacity_factor", opt::capacity_factor_json(c.step.capacity_factor)},
+          {"nodes", r.ranks_per_node > 0 ? c.step.plan.world / r.ranks_per_node : 1},
+          {"ns", opt::to_string(c.step.plan.ns)},
+          {"optimizer", opt::to_string(c.step.plan.optimizer)}, {"scope", opt::to_string(c.step.plan.scope)},
+          {"fraction", c.step.plan.fraction},
+          {"capacity_factor", opt::capacity_factor_json(c.step.plan.capacity_factor)},
           {"momentum_dtype", c.step.dtype == opt::Dtype::bfloat16 ? "bfloat16" : "float32"},
           {"steps", c.steps}, {"warmup", c.warmup}, {"seed", c.seed}, {"streams", to_string(r.streams)},
           {"ns_autotune", r.ns_autotune}, {"ns_layout", to_string(r.ns_layout)}, {"step_ms", r.step_ms}, {"kernels_ms", r.kernel_ms},

@@ -17,7 +17,7 @@ namespace dionsim::kernels {
 
 struct MeasureConfig {
   std::string model = "gpt-5120x8";
-  opt::StepConfig step;  // world = GPUs used (one process drives them all)
+  opt::StepConfig step;  // step.plan.world = GPUs used (one process drives them all)
   int steps = 10;
   int warmup = 3;
   std::uint64_t seed = 0;
@@ -84,7 +84,7 @@ struct MeasureResult {
 // at MASTER_ADDR:MASTER_PORT; else one per local GPU (ncclCommInitAll), `gpus` of them (0 = all).
 std::vector<Communicator> make_communicators(int gpus);
 
-// Validates (UsageError) and runs over `comms` (cfg.step.world must equal their world size).
+// Validates (UsageError) and runs over `comms` (cfg.step.plan.world must equal their world size).
 MeasureResult run_measure(const MeasureConfig& cfg, std::vector<Communicator>& comms);
 
 // `dionsim measure --json` (step mode): the configuration, the device, per-step times, per kernel

@@ -7,6 +7,7 @@
 #include <numbers>
 #include <numeric>
 #include <sstream>
+#include <stdexcept>
 #include <thread>
 
 #include "common/error.hpp"
@@ -75,24 +76,12 @@ double normal_pdf(double z) { return std::exp(-0.5 * z * z) / std::sqrt(2.0 * st
 double normal_sf(double z) { return 0.5 * std::erfc(z / std::numbers::sqrt2); }
 
 std::int64_t a2a_bytes(const DeferralConfig& c, std::optional<double> capacity) {
-  PlanConfig pc;
-  pc.world = c.world;
-  pc.scope = Scope::global_capped;
-  pc.fraction = c.fraction;
+  PlanConfig pc = c.plan;
   pc.capacity_factor = capacity;
-  pc.optimizer = c.optimizer;
   return make_plan(c.inventory, pc).a2a_payload_bytes;
 }
 
-Plan capped_plan(const DeferralConfig& c) {
-  PlanConfig pc;
-  pc.world = c.world;
-  pc.scope = Scope::global_capped;
-  pc.fraction = c.fraction;
-  pc.capacity_factor = c.capacity_factor;
-  pc.optimizer = c.optimizer;
-  return make_plan(c.inventory, pc);
-}
+Plan capped_plan(const DeferralConfig& c) { return make_plan(c.inventory, c.plan); }
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
@@ -126,21 +115,27 @@ void WaitStats::merge(const WaitStats& other) {
   abandoned += other.abandoned;
 }
 
+PlanConfig DeferralConfig::capped_plan_defaults() {
+  PlanConfig pc;
+  pc.world = 2;
+  pc.scope = Scope::global_capped;
+  return pc;
+}
+
 void validate(const DeferralConfig& c) {
-  if (c.world < 2) throw_bad_usage("--world", std::to_string(c.world), "an integer >= 2 (world 1 has no capped path)");
-  if (!(c.fraction > 0.0 && c.fraction <= 1.0)) {
-    throw_bad_usage("--fraction", num(c.fraction), "a number in (0, 1]");
-  }
-  check_capacity_factor(c.capacity_factor, "--capacity-factor");
+  if (c.plan.scope != Scope::global_capped) throw std::invalid_argument("deferral: the plan's scope must be global_capped");
+  if (c.plan.world < 2) throw_bad_usage("--world", std::to_string(c.plan.world), "an integer >= 2 (world 1 has no capped path)");
+  check_fraction(c.plan.fraction, "--fraction");
+  check_capacity_factor(c.plan.capacity_factor, "--capacity-factor");
   if (!(c.ef >= 0.0 && c.ef <= 1.0)) throw_bad_usage("--ef", num(c.ef), "a number in [0, 1]");
-  if (c.world > (1 << 20)) throw_bad_usage("--world", std::to_string(c.world), "an integer in [2, 1048576]");
+  if (c.plan.world > (1 << 20)) throw_bad_usage("--world", std::to_string(c.plan.world), "an integer in [2, 1048576]");
   if (c.steps < 1 || c.steps > 1000000) throw_bad_usage("--steps", std::to_string(c.steps), "an integer in [1, 1000000]");
   if (c.trials < 1 || c.trials > 10000) throw_bad_usage("--trials", std::to_string(c.trials), "an integer in [1, 10000]");
   if (c.stream.kind == StreamKind::replay && (!c.stream.replay || c.stream.replay->groups.empty())) {
     throw_bad_usage("--norms", c.stream.text, "replay:DB with gradient row statistics loaded from DB");
   }
-  if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.world) {
-    throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.world) + ")");
+  if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.plan.world) {
+    throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.plan.world) + ")");
   }
 }
 
@@ -155,7 +150,7 @@ GroupRun simulate_group(const GroupPlan& g, std::int64_t group_index, const Defe
                         DeferralMode mode, int threads) {
   std::vector<std::int64_t> matrices(at(g.N));
   std::iota(matrices.begin(), matrices.end(), std::int64_t{0});
-  const auto rows = stream_momentum(stream_rows(c.stream, c.seed, trial, group_index, matrices, g.rows, g.cols, c.world),
+  const auto rows = stream_momentum(stream_rows(c.stream, c.seed, trial, group_index, matrices, g.rows, g.cols, c.plan.world),
                                     g.rows, g.cols, c.ef, c.momentum_dtype, mode != DeferralMode::reduced);
   return run_group(g, c.steps, *rows, threads);
 }
@@ -232,7 +227,7 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
     const double group_bytes = out.mode == DeferralMode::exact ? 8.0 * static_cast<double>(largest) + 16.0 * static_cast<double>(largest_rows)
                                                                : 24.0 * static_cast<double>(largest_rows);
     require_memory(concurrent * group_bytes, "--mode", to_string(out.mode), "the momentum of the groups simulated at once");
-    require_memory(static_cast<double>(c.trials) * static_cast<double>(c.steps) * static_cast<double>(c.world) *
+    require_memory(static_cast<double>(c.trials) * static_cast<double>(c.steps) * static_cast<double>(c.plan.world) *
                        2.0 * sizeof(StepCounts),
                    "--steps", std::to_string(c.steps), "the per-step counters of every trial and rank");
   }
@@ -253,7 +248,7 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
   std::vector<double> step_fraction;
   out.per_step_mean.assign(at(c.steps), 0.0);
   std::int64_t any = 0;
-  out.counters.assign(at(c.trials), std::vector<std::vector<StepCounts>>(at(c.steps), std::vector<StepCounts>(at(c.world))));
+  out.counters.assign(at(c.trials), std::vector<std::vector<StepCounts>>(at(c.steps), std::vector<StepCounts>(at(c.plan.world))));
   for (std::int64_t trial = 0; trial < c.trials; ++trial) {
     for (std::int64_t s = 0; s < c.steps; ++s) {
       StepCounts sum;
@@ -299,10 +294,10 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
 
 Recommendation recommend_capacity(const DeferralConfig& config, double target, double c_max, double resolution) {
   Recommendation rec;
-  rec.world = config.world;
+  rec.world = config.plan.world;
   DeferralConfig c = config;
   auto eval = [&](double cf) {
-    c.capacity_factor = cf;
+    c.plan.capacity_factor = cf;
     ++rec.evaluations;
     return run_deferral(c);
   };

@@ -37,10 +37,10 @@ enum class DeferralMode { exact, reduced, automatic };
 
 struct DeferralConfig {
   Inventory inventory;
-  OptimizerKind optimizer = OptimizerKind::dion2;
-  std::int64_t world = 2;                  // >= 2 (a world of 1 has no capped path)
-  double fraction = 0.25;                  // (0, 1]
-  std::optional<double> capacity_factor;   // nullopt = auto; else >= 1
+  // The capped plan's inputs: optimizer, world (>= 2: a world of 1 has no capped path), fraction,
+  // capacity factor (nullopt = auto); scope is global_capped. The plan's dtype bytes are not read
+  // (the study's momentum is momentum_dtype below).
+  PlanConfig plan = capped_plan_defaults();
   double ef = 0.95;                        // Dion2 ef_decay / NorDion2 mu, in [0, 1]
   Dtype momentum_dtype = Dtype::float32;   // = parameter dtype (§1.2)
   NormStream stream;
@@ -51,8 +51,10 @@ struct DeferralConfig {
   // automatic: exact when the packed groups hold at most this many momentum elements (N*S*C).
   std::int64_t exact_max_elements = std::int64_t{1} << 27;
   int threads = 2;                         // results do not depend on it
+  [[nodiscard]] static PlanConfig capped_plan_defaults();
 };
-// Throws UsageError naming the flag (--world, --fraction, --capacity-factor, --steps, --trials, --ef).
+// Throws UsageError naming the flag (--world, --fraction, --capacity-factor, --steps, --trials, --ef);
+// std::invalid_argument for a plan scope other than global_capped (no flag sets it).
 void validate(const DeferralConfig& config);
 
 // Histogram of how many consecutive steps a deferred winner waited before it was applied;

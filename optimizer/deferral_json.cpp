@@ -5,14 +5,12 @@
 
 namespace dionsim::opt {
 
-namespace {
-
 nlohmann::json config_json(const DeferralConfig& c) {
   nlohmann::json j = {{"model", c.inventory.name},
-          {"optimizer", std::string(to_string(c.optimizer))},
-          {"world", c.world},
-          {"fraction", c.fraction},
-          {"capacity_factor", capacity_factor_json(c.capacity_factor)},
+          {"optimizer", std::string(to_string(c.plan.optimizer))},
+          {"world", c.plan.world},
+          {"fraction", c.plan.fraction},
+          {"capacity_factor", capacity_factor_json(c.plan.capacity_factor)},
           {"ef", c.ef},
           {"norms", c.stream.text},
           {"steps", c.steps},
@@ -22,8 +20,6 @@ nlohmann::json config_json(const DeferralConfig& c) {
   if (c.momentum_dtype != Dtype::float32) j["momentum_dtype"] = std::string(to_string(c.momentum_dtype));
   return j;
 }
-
-}  // namespace
 
 nlohmann::json to_json(const DeferralConfig& c, const DeferralSummary& s) {
   nlohmann::json j = config_json(c);
@@ -75,9 +71,9 @@ std::string table_header() {
 }
 
 std::string table_row(const DeferralConfig& c, const DeferralSummary& s) {
-  const std::string cf = c.capacity_factor ? std::to_string(*c.capacity_factor).substr(0, 6) : "auto";
+  const std::string cf = c.plan.capacity_factor ? std::to_string(*c.plan.capacity_factor).substr(0, 6) : "auto";
   return format("%6lld %8s %-22s %-7s %12.4e %10.3e %10.3e %10.3e %7.2f %12.4e %9.5f %14lld%s\n",
-                static_cast<long long>(c.world), cf.c_str(), c.stream.text.c_str(),
+                static_cast<long long>(c.plan.world), cf.c_str(), c.stream.text.c_str(),
                 std::string(to_string(s.mode)).c_str(), s.deferred_fraction, s.step_p50, s.step_p99, s.step_max,
                 100.0 * s.steps_with_deferral, s.analytic_deferred_fraction, s.effective_fraction,
                 static_cast<long long>(s.extra_bytes), s.packed_groups == 0 ? "  (no packed group: all routed)" : "");
@@ -88,7 +84,7 @@ std::string recommend_table_header() {
 }
 
 std::string recommend_table_row(const DeferralConfig& c, double target, const Recommendation& r) {
-  return format("%6lld %-22s %10.2e %12s %14.4e %14lld\n", static_cast<long long>(c.world), c.stream.text.c_str(),
+  return format("%6lld %-22s %10.2e %12s %14.4e %14lld\n", static_cast<long long>(c.plan.world), c.stream.text.c_str(),
                 target, r.capacity_factor ? std::to_string(*r.capacity_factor).substr(0, 6).c_str() : "> 4",
                 r.deferred_fraction, static_cast<long long>(r.extra_bytes));
 }

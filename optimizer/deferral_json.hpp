@@ -8,6 +8,10 @@
 
 namespace dionsim::opt {
 
+// The configuration alone: model, optimizer, world, fraction, capacity_factor (auto as "auto"), ef,
+// norms, steps, trials, seed, and momentum_dtype when not float32. The --json echo and the stored
+// run's configuration (analysis/records) both start from it.
+[[nodiscard]] nlohmann::json config_json(const DeferralConfig& config);
 // The configuration echo and every result key (docs/deferral.md lists them).
 [[nodiscard]] nlohmann::json to_json(const DeferralConfig& config, const DeferralSummary& summary);
 [[nodiscard]] nlohmann::json to_json(const DeferralConfig& config, double target, const Recommendation& rec);

@@ -89,27 +89,27 @@ NumericsCase load_numerics_case(const std::string& dir) {
   StepConfig& cfg = c.config;
   const std::string opt = r.text("optimizer", "", true);
   if (opt != "dion2" && opt != "nordion2") throw_bad_input(where, "optimizer", opt, "dion2 or nordion2");
-  cfg.optimizer = opt == "dion2" ? OptimizerKind::dion2 : OptimizerKind::nordion2;
+  cfg.plan.optimizer = opt == "dion2" ? OptimizerKind::dion2 : OptimizerKind::nordion2;
   const std::string scope = r.text("scope", "", true);
   if (scope != "local" && scope != "global" && scope != "global_capped") {
     throw_bad_input(where, "scope", scope, "local, global or global_capped");
   }
-  cfg.scope = parse_scope(scope, "scope");
-  cfg.world = r.integer("world");
-  if (cfg.world < 1 || cfg.world > 65536) throw_bad_input(where, "world", std::to_string(cfg.world), "an integer in [1, 65536]");
-  cfg.fraction = r.number("fraction", 0.0, true);
-  if (!(cfg.fraction > 0.0 && cfg.fraction <= 1.0)) throw_bad_input(where, "fraction", doc["fraction"].dump(), "a number in (0, 1]");
+  cfg.plan.scope = parse_scope(scope, "scope");
+  cfg.plan.world = r.integer("world");
+  if (cfg.plan.world < 1 || cfg.plan.world > 65536) throw_bad_input(where, "world", std::to_string(cfg.plan.world), "an integer in [1, 65536]");
+  cfg.plan.fraction = r.number("fraction", 0.0, true);
+  if (!is_valid_fraction(cfg.plan.fraction)) throw_bad_input(where, "fraction", doc["fraction"].dump(), "a number in (0, 1]");
   c.steps = r.integer("steps");
   if (c.steps < 1 || c.steps > 100000) throw_bad_input(where, "steps", std::to_string(c.steps), "an integer in [1, 100000]");
   cfg.lr = r.number("lr", 0.0, true);
   cfg.weight_decay = r.number("weight_decay", 0.01);
   if (doc.contains("capacity_factor") && !doc["capacity_factor"].is_null()) {
-    cfg.capacity_factor = r.number("capacity_factor", 1.0);
-    if (!is_valid_capacity_factor(*cfg.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number >= 1.0");
+    cfg.plan.capacity_factor = r.number("capacity_factor", 1.0);
+    if (!is_valid_capacity_factor(*cfg.plan.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number >= 1.0");
   }
   // Dion2's EF decay is ef_decay; NorDion2's is mu (§1.1), default 0.95 when null.
-  cfg.ef = cfg.optimizer == OptimizerKind::dion2 ? r.number("ef_decay", 0.95) : r.number("mu", 0.95);
-  if (!(cfg.ef >= 0.0 && cfg.ef <= 1.0)) throw_bad_input(where, cfg.optimizer == OptimizerKind::dion2 ? "ef_decay" : "mu", std::to_string(cfg.ef), "a number in [0, 1]");
+  cfg.ef = cfg.plan.optimizer == OptimizerKind::dion2 ? r.number("ef_decay", 0.95) : r.number("mu", 0.95);
+  if (!(cfg.ef >= 0.0 && cfg.ef <= 1.0)) throw_bad_input(where, cfg.plan.optimizer == OptimizerKind::dion2 ? "ef_decay" : "mu", std::to_string(cfg.ef), "a number in [0, 1]");
   cfg.muon_beta2 = r.number("muon_beta2", 0.95);
   cfg.epsilon = r.number("epsilon", 1e-8);
   const std::string adjust = r.text("adjust_lr", "none");
@@ -119,14 +119,14 @@ NumericsCase load_numerics_case(const std::string& dir) {
   else throw_bad_input(where, "adjust_lr", adjust, "spectral_norm, rms_norm or null");
   const std::string sharding = r.text("sharding", "rows");
   if (sharding != "rows" && sharding != "none") throw_bad_input(where, "sharding", sharding, "rows (FSDP2) or none (DDP)");
-  cfg.sharded = sharding == "rows";
+  cfg.plan.sharded = sharding == "rows";
   const std::string dtype = r.text("dtype", "float32");
   if (dtype != "float32" && dtype != "bfloat16") throw_bad_input(where, "dtype", dtype, "float32 or bfloat16");
   cfg.dtype = dtype == "float32" ? Dtype::float32 : Dtype::bfloat16;
   const std::string ns = r.text("ns", "polar_express");
   if (ns != "polar_express" && ns != "newton_schulz5" && ns != "gram")
     throw_bad_input(where, "ns", ns, "polar_express, newton_schulz5 or gram");
-  cfg.ns = parse_ns(ns, "ns");
+  cfg.plan.ns = parse_ns(ns, "ns");
   const json* params = r.get("params", true);
   if (!params->is_array() || params->empty()) throw_bad_input(where, "params", json_excerpt(*params), "a non-empty list of {name, shape}");
   std::set<std::string> names;

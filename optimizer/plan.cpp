@@ -106,13 +106,17 @@ void check_capacity_factor(std::optional<double> c, std::string_view flag) {
 
 std::string capacity_factor_text(std::optional<double> c) { return c ? shortest(*c) : std::string("auto"); }
 
+bool is_valid_fraction(double fraction) { return fraction > 0.0 && fraction <= 1.0; }
+
+void check_fraction(double fraction, std::string_view flag) {
+  if (!is_valid_fraction(fraction)) throw_bad_usage(flag, shortest(fraction), "a number in (0, 1]");
+}
+
 void validate(const PlanConfig& config) {
   if (config.world < 1) {
     throw_bad_usage("--world", std::to_string(config.world), "an integer >= 1");
   }
-  if (!(config.fraction > 0.0 && config.fraction <= 1.0)) {
-    throw_bad_usage("--fraction", shortest(config.fraction), "a number in (0, 1]");
-  }
+  check_fraction(config.fraction, "--fraction");
   check_capacity_factor(config.capacity_factor, "--capacity-factor");
   if ((config.momentum_bytes != 2 && config.momentum_bytes != 4) || (config.param_bytes != 2 && config.param_bytes != 4)) {
     throw_bad_usage("dtype", std::to_string(config.momentum_bytes), "2 (bf16) or 4 (fp32) bytes");

@@ -54,7 +54,13 @@ void check_capacity_factor(std::optional<double> c, std::string_view flag);
 // The rule itself, for readers of files that report their own errors (InputError naming the file).
 [[nodiscard]] bool is_valid_capacity_factor(double c);
 [[nodiscard]] std::string capacity_factor_text(std::optional<double> c);
+// The selected fraction f (spec §2.3), everywhere it is checked: in (0, 1]. check_fraction throws
+// UsageError naming `flag`; is_valid_fraction is the rule, for readers of files.
+void check_fraction(double fraction, std::string_view flag);
+[[nodiscard]] bool is_valid_fraction(double fraction);
 
+// The plan's inputs. Every configuration that makes a plan (what-if, deferral, the reference and
+// GPU steps, `dionsim plan`) holds one of these rather than copies of its fields.
 struct PlanConfig {
   std::int64_t world = 1;                  // size of the optimizer's process group, >= 1
   Scope scope = Scope::global;

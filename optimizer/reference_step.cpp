@@ -55,10 +55,10 @@ struct ReferenceOptimizer::Impl {
   SimTransport transport;
   bool fsdp = false;
 
-  explicit Impl(const StepConfig& c) : cfg(c), transport(c.world) {}
+  explicit Impl(const StepConfig& c) : cfg(c), transport(c.plan.world) {}
 
   [[nodiscard]] float round_p(float v) const { return cfg.dtype == Dtype::bfloat16 ? round_bf16(v) : v; }
-  [[nodiscard]] std::int64_t W() const { return cfg.world; }
+  [[nodiscard]] std::int64_t W() const { return cfg.plan.world; }
 
   // fp32 constants as the reference's 0-dim fp32 tensors compute them (§2.7).
   [[nodiscard]] float decay_factor() const {
@@ -132,7 +132,7 @@ struct ReferenceOptimizer::Impl {
       applied_rows.push_back(s.row0 + i);
       for (std::int64_t j = 0; j < s.cols; ++j) s.M[at(i * s.cols + j)] = round_p(s.M[at(i * s.cols + j)] * ef);
     }
-    if (cfg.optimizer == OptimizerKind::nordion2) {
+    if (cfg.plan.optimizer == OptimizerKind::nordion2) {
       std::vector<float> O = U;  // fp32
       std::vector<float*> V_rows;
       for (std::int64_t i = 0; i < s.rows; ++i) V_rows.push_back(&s.V[at(i)]);
@@ -151,7 +151,7 @@ struct ReferenceOptimizer::Impl {
     const float a = decay_factor();
     const float neg_lr = -adjusted_lr(p);
     const std::int64_t k = static_cast<std::int64_t>(sel.size());
-    if (cfg.optimizer == OptimizerKind::nordion2 && k > 0) {
+    if (cfg.plan.optimizer == OptimizerKind::nordion2 && k > 0) {
       std::vector<float*> V_rows;
       for (std::int64_t t = 0; t < k; ++t) V_rows.push_back(&s.V[at(sel[at(t)])]);
       normalize(U, k, s.cols, V_rows, std::vector<bool>(at(k), true));
@@ -175,7 +175,7 @@ struct ReferenceOptimizer::Impl {
   }
 
   void orthogonalize(std::vector<float>& m, std::int64_t rows, std::int64_t cols) const {
-    orthogonalize_bf16(m, rows, cols, cfg.ns, static_cast<float>(cfg.epsilon));
+    orthogonalize_bf16(m, rows, cols, cfg.plan.ns, static_cast<float>(cfg.epsilon));
   }
 
   // ---- local (sharded), §3.1 ----
@@ -444,23 +444,21 @@ struct ReferenceOptimizer::Impl {
   }
 };
 
+PlanConfig StepConfig::plan_config() const {
+  PlanConfig pc = plan;
+  pc.momentum_bytes = pc.param_bytes = dtype == Dtype::float32 ? 4 : 2;
+  return pc;
+}
+
 ReferenceOptimizer::ReferenceOptimizer(const StepConfig& config, std::vector<ParamSpec> params,
                                        const std::vector<std::vector<float>>& initial)
     : impl_(std::make_unique<Impl>(config)) {
   Impl& s = *impl_;
-  PlanConfig pc;
-  pc.world = config.world;
-  pc.scope = config.scope;
-  pc.fraction = config.fraction;
-  pc.capacity_factor = config.capacity_factor;
-  pc.optimizer = config.optimizer;
-  pc.ns = config.ns;
-  pc.sharded = config.sharded;
-  pc.momentum_bytes = pc.param_bytes = config.dtype == Dtype::float32 ? 4 : 2;
+  const PlanConfig pc = config.plan_config();
   validate(pc);
   if (initial.size() != params.size()) throw std::invalid_argument("one initial matrix per parameter");
   s.params = std::move(params);
-  s.fsdp = config.sharded && config.world > 1;
+  s.fsdp = config.plan.sharded && config.plan.world > 1;
   // Shape groups in first-occurrence order (§1.3).
   std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> index;
   for (std::size_t i = 0; i < s.params.size(); ++i) {
@@ -477,8 +475,8 @@ ReferenceOptimizer::ReferenceOptimizer(const StepConfig& config, std::vector<Par
     const ParamSpec& p = s.params[members[0]];
     s.plans.push_back(plan_group(p.rows, p.cols, static_cast<std::int64_t>(members.size()), pc));
   }
-  s.rank_state.assign(at(config.world), std::vector<Shard>(s.params.size()));
-  for (std::int64_t r = 0; r < config.world; ++r) {
+  s.rank_state.assign(at(config.plan.world), std::vector<Shard>(s.params.size()));
+  for (std::int64_t r = 0; r < config.plan.world; ++r) {
     for (std::size_t i = 0; i < s.params.size(); ++i) {
       const ParamSpec& p = s.params[i];
       if (static_cast<std::int64_t>(initial[i].size()) != p.rows * p.cols) {
@@ -486,15 +484,15 @@ ReferenceOptimizer::ReferenceOptimizer(const StepConfig& config, std::vector<Par
       }
       Shard& sh = s.rank_state[at(r)][i];
       sh.cols = p.cols;
-      sh.row0 = s.fsdp ? shard_begin(p.rows, config.world, r) : 0;
-      sh.rows = s.fsdp ? shard_rows(p.rows, config.world, r) : p.rows;
+      sh.row0 = s.fsdp ? shard_begin(p.rows, config.plan.world, r) : 0;
+      sh.rows = s.fsdp ? shard_rows(p.rows, config.plan.world, r) : p.rows;
       sh.X.assign(initial[i].begin() + sh.row0 * p.cols, initial[i].begin() + (sh.row0 + sh.rows) * p.cols);
       for (float& x : sh.X) x = s.round_p(x);
       sh.M.assign(sh.X.size(), 0.0f);
-      if (config.optimizer == OptimizerKind::nordion2) sh.V.assign(at(sh.rows), 0.0f);
+      if (config.plan.optimizer == OptimizerKind::nordion2) sh.V.assign(at(sh.rows), 0.0f);
     }
   }
-  s.stats.assign(at(config.world), {});
+  s.stats.assign(at(config.plan.world), {});
 }
 
 ReferenceOptimizer::~ReferenceOptimizer() = default;

@@ -18,21 +18,19 @@ namespace dionsim::opt {
 enum class AdjustLr { none, spectral_norm, rms_norm };
 
 struct StepConfig {
-  OptimizerKind optimizer = OptimizerKind::dion2;
-  Scope scope = Scope::global;
-  std::int64_t world = 1;
-  double fraction = 0.25;
-  std::optional<double> capacity_factor;  // nullopt = auto
+  // The plan's inputs (optimizer, scope, world, fraction, capacity factor, NS variant, FSDP row
+  // shards or DDP replicas). Its dtype bytes are not read: `dtype` below sets them (plan_config()).
+  PlanConfig plan;
   double lr = 0.01;
   double ef = 0.95;            // Dion2 ef_decay, NorDion2 mu
   double weight_decay = 0.01;
   AdjustLr adjust_lr = AdjustLr::spectral_norm;
   double muon_beta2 = 0.95;    // NorDion2 only
   double epsilon = 1e-8;       // NS normalization epsilon
-  NsKind ns = NsKind::polar_express;
-  bool sharded = true;         // FSDP2 row shards; false = DDP replicas
-  Dtype dtype = Dtype::float32;
+  Dtype dtype = Dtype::float32;  // parameter = momentum dtype (§1.2)
   int threads = 2;             // worker threads for independent matrices (results do not depend on it)
+  // `plan` with the dtype's bytes: what the step's plan is made from.
+  [[nodiscard]] PlanConfig plan_config() const;
 };
 
 struct ParamSpec {

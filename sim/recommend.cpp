@@ -35,9 +35,9 @@ int scope_rank(opt::Scope s) {
 bool before(const RecommendCandidate& a, const RecommendCandidate& b) {
   if (a.result.step_wall_ns != b.result.step_wall_ns) return a.result.step_wall_ns < b.result.step_wall_ns;
   if (a.degeneracy.empty() != b.degeneracy.empty()) return a.degeneracy.empty();
-  const int sa = scope_rank(a.result.config.scope), sb = scope_rank(b.result.config.scope);
+  const int sa = scope_rank(a.result.config.plan.scope), sb = scope_rank(b.result.config.plan.scope);
   if (sa != sb) return sa < sb;
-  const double ca = a.result.config.capacity_factor.value_or(1e300), cb = b.result.config.capacity_factor.value_or(1e300);
+  const double ca = a.result.config.plan.capacity_factor.value_or(1e300), cb = b.result.config.plan.capacity_factor.value_or(1e300);
   return ca < cb;
 }
 
@@ -52,7 +52,7 @@ nlohmann::json cluster_of(const WhatifConfig& c) {
 
 void estimate(RecommendCandidate& c, const opt::Inventory& inventory, double target) {
   const auto& cfg = c.result.config;
-  if (cfg.scope != opt::Scope::global_capped) {
+  if (cfg.plan.scope != opt::Scope::global_capped) {
     c.deferral_fraction = 0.0;  // nothing is ever deferred outside the capped pack
     c.deferral_estimator = "exact";
   } else if (cfg.deferral.estimator == DeferralEstimator::analytic) {
@@ -70,8 +70,8 @@ nlohmann::json candidate_json(const RecommendCandidate& c) {
   const auto& r = c.result;
   nlohmann::json j = {
       {"candidate", c.label()},
-      {"scope", std::string(opt::to_string(r.config.scope))},
-      {"capacity_factor", r.config.scope == opt::Scope::global_capped ? opt::capacity_factor_json(r.config.capacity_factor)
+      {"scope", std::string(opt::to_string(r.config.plan.scope))},
+      {"capacity_factor", r.config.plan.scope == opt::Scope::global_capped ? opt::capacity_factor_json(r.config.plan.capacity_factor)
                                                                       : nlohmann::json(nullptr)},
       {"step_wall_ms", ms(r.step_wall_ns)},
       {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
@@ -96,22 +96,22 @@ std::string percent(const std::optional<double>& f) {
 }
 
 std::string cap_text(const WhatifConfig& c) {
-  return c.scope == opt::Scope::global_capped ? opt::capacity_factor_text(c.capacity_factor) : "-";
+  return c.plan.scope == opt::Scope::global_capped ? opt::capacity_factor_text(c.plan.capacity_factor) : "-";
 }
 
 }  // namespace
 
 std::string RecommendCandidate::label() const {
   const auto& c = result.config;
-  std::string s(opt::to_string(c.scope));
-  if (c.scope == opt::Scope::global_capped) s += "@" + opt::capacity_factor_text(c.capacity_factor);
+  std::string s(opt::to_string(c.plan.scope));
+  if (c.plan.scope == opt::Scope::global_capped) s += "@" + opt::capacity_factor_text(c.plan.capacity_factor);
   return s;
 }
 
 opt::Scope RecommendCandidate::effective_scope() const {
   const auto& c = result.config;
-  if (c.scope == opt::Scope::global_capped && result.routing.packed == 0) return opt::Scope::global;
-  return c.scope;
+  if (c.plan.scope == opt::Scope::global_capped && result.routing.packed == 0) return opt::Scope::global;
+  return c.plan.scope;
 }
 
 std::optional<double> ClusterRecommendation::margin_ms() const {
@@ -244,7 +244,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
   std::string ru = "-", ru_cap = "-", ru_step = "-", ru_quality = "-", margin = "-", p_win = "-";
   if (r.runner_up) {
     const auto& q = r.candidates[*r.runner_up];
-    ru = std::string(opt::to_string(q.result.config.scope));
+    ru = std::string(opt::to_string(q.result.config.plan.scope));
     ru_cap = cap_text(q.result.config);
     ru_quality = quality_text(q.result);
     char b[64];
@@ -262,7 +262,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
   }
   std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %9.2f %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s",
                 c.fabric.name.c_str(), c.nodes, static_cast<long long>(c.world()),
-                std::string(opt::to_string(p.result.config.scope)).c_str(), cap_text(p.result.config).c_str(),
+                std::string(opt::to_string(p.result.config.plan.scope)).c_str(), cap_text(p.result.config).c_str(),
                 ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
                 resolved_capacity_text(p.result.routing).c_str(), quality_text(p.result).c_str(), ru.c_str(),
                 ru_cap.c_str(), ru_step.c_str(), ru_quality.c_str(), margin.c_str(), p_win.c_str());

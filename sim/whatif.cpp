@@ -80,12 +80,12 @@ nlohmann::json to_json(const WhatifConfig& c) {
   const double nvlink = f.nvlink_GBps * f.nvlink_efficiency, nic = f.nic_GBps * f.nic_efficiency;
   nlohmann::json j = {
       {"model", c.model},
-      {"optimizer", std::string(opt::to_string(c.optimizer))},
-      {"ns", std::string(opt::to_string(c.ns))},
-      {"scope", std::string(opt::to_string(c.scope))},
-      {"fraction", c.fraction},
-      {"capacity_factor", c.scope == opt::Scope::global_capped
-                              ? opt::capacity_factor_json(c.capacity_factor)
+      {"optimizer", std::string(opt::to_string(c.plan.optimizer))},
+      {"ns", std::string(opt::to_string(c.plan.ns))},
+      {"scope", std::string(opt::to_string(c.plan.scope))},
+      {"fraction", c.plan.fraction},
+      {"capacity_factor", c.plan.scope == opt::Scope::global_capped
+                              ? opt::capacity_factor_json(c.plan.capacity_factor)
                               : nlohmann::json(nullptr)},
       {"nodes", c.nodes},
       {"gpus_per_node", c.gpus_per_node},
@@ -111,7 +111,7 @@ nlohmann::json to_json(const WhatifConfig& c) {
   if (c.host_ahead) j["host_ahead"] = true;
   // The analytic estimate is the default and leaves the hash as it was; a simulated one names
   // everything its number depends on.
-  if (c.scope == opt::Scope::global_capped && c.deferral.estimator == DeferralEstimator::simulated) {
+  if (c.plan.scope == opt::Scope::global_capped && c.deferral.estimator == DeferralEstimator::simulated) {
     j["deferral_estimate"] = "simulated";
     j["deferral_steps"] = c.deferral.steps;
     j["deferral_norms"] = c.deferral.stream.text;
@@ -179,9 +179,7 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   check_axis(s.nodes.empty() && s.gpus.empty(), "--nodes");
   check_axis(s.fabrics.empty(), "--fabric");
   if (!s.nodes.empty() && !s.gpus.empty()) throw UsageError("give one of --nodes N,.. or --gpus W,..");
-  for (double f : s.fractions) {
-    if (!(f > 0.0 && f <= 1.0)) throw_bad_usage("--fraction", shortest(f), "a number in (0, 1]");
-  }
+  for (double f : s.fractions) opt::check_fraction(f, "--fraction");
   for (const auto& c : s.capacity_factors) {
     opt::check_capacity_factor(c, "--capacity-factor");
   }
@@ -266,9 +264,9 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
               for (auto tok : tokens) {
                 for (auto nodes : node_counts) {
                   WhatifConfig c = s.base;
-                  c.scope = scope;
-                  c.fraction = fraction;
-                  c.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
+                  c.plan.scope = scope;
+                  c.plan.fraction = fraction;
+                  c.plan.capacity_factor = scope == opt::Scope::global_capped ? s.capacity_factors[ci] : std::nullopt;
                   c.fabric = topo::with_gpus_per_host(fabric, gpn);
                   c.nodes = nodes;
                   c.gpus_per_node = gpn;
@@ -351,13 +349,15 @@ DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world) {
 }
 
 opt::PlanConfig WhatifConfig::plan_config() const {
-  opt::PlanConfig pc;
+  opt::PlanConfig pc = plan;
   pc.world = shard_world();
-  pc.scope = scope;
-  pc.fraction = fraction;
-  pc.capacity_factor = capacity_factor;
-  pc.optimizer = optimizer;
-  pc.ns = ns;
+  return pc;
+}
+
+opt::PlanConfig WhatifConfig::default_plan() {
+  opt::PlanConfig pc;
+  pc.optimizer = opt::OptimizerKind::nordion2;
+  pc.ns = opt::NsKind::gram;
   return pc;
 }
 
@@ -446,16 +446,16 @@ namespace {
 
 // The note of a configuration, its capacity factors given as text (one, or a sweep's list).
 std::string note_text(const WhatifConfig& c, const Routing& r, const std::string& capacities) {
-  const std::string what = std::string(opt::to_string(c.scope)) + " (fraction " + shortest(c.fraction) +
-                           (c.scope == opt::Scope::global_capped ? ", c " + capacities : "") + ") at world " +
+  const std::string what = std::string(opt::to_string(c.plan.scope)) + " (fraction " + shortest(c.plan.fraction) +
+                           (c.plan.scope == opt::Scope::global_capped ? ", c " + capacities : "") + ") at world " +
                            std::to_string(c.shard_world());
   const std::int64_t groups = r.packed + r.exact_global + r.local + r.unsharded;
-  if (c.scope == opt::Scope::global_capped && r.packed == 0 && r.exact_global > 0) {
+  if (c.plan.scope == opt::Scope::global_capped && r.packed == 0 && r.exact_global > 0) {
     return what + ": every one of the " + std::to_string(r.exact_global) +
            " capped groups is routed to exact global (B + 1 >= pr·pl, or 2·pr > cols, spec §4.1) — this is global, "
            "and nothing can be deferred";
   }
-  if (c.scope == opt::Scope::local && r.local_all_rows > 0) {
+  if (c.plan.scope == opt::Scope::local && r.local_all_rows > 0) {
     return what + ": " + std::to_string(r.local_all_rows) + " of " + std::to_string(groups) +
            " groups select k·w >= rows (e.g. " + std::to_string(r.local_example_kw) + " of " +
            std::to_string(r.local_example_rows) + " rows per matrix): every row is applied, not the fraction asked";
@@ -466,7 +466,7 @@ std::string note_text(const WhatifConfig& c, const Routing& r, const std::string
 }  // namespace
 
 std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
-  return note_text(c, r, opt::capacity_factor_text(c.capacity_factor));
+  return note_text(c, r, opt::capacity_factor_text(c.plan.capacity_factor));
 }
 
 std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& configs, const opt::Inventory& inventory) {
@@ -475,7 +475,7 @@ std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& confi
   std::vector<const WhatifConfig*> firsts;
   std::vector<Routing> routings;
   for (const auto& c : configs) {
-    if (c.scope == opt::Scope::global) continue;  // exact by construction
+    if (c.plan.scope == opt::Scope::global) continue;  // exact by construction
     const Routing r = routing_of(opt::make_plan(inventory, c.plan_config()));
     const std::string key = note_text(c, r, "\x01");
     if (key.empty()) continue;
@@ -486,7 +486,7 @@ std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& confi
       routings.push_back(r);
       it = notes.end() - 1;
     }
-    const std::string cap = opt::capacity_factor_text(c.capacity_factor);
+    const std::string cap = opt::capacity_factor_text(c.plan.capacity_factor);
     if (std::find(it->second.begin(), it->second.end(), cap) == it->second.end()) it->second.push_back(cap);
   }
   std::vector<std::string> out;
@@ -502,17 +502,17 @@ DeferralResult estimate_deferral(const WhatifConfig& c, const opt::Inventory& in
                                  DeferralEstimator estimator) {
   DeferralResult out;
   out.estimator = std::string(to_string(estimator));
-  if (c.scope != opt::Scope::global_capped || c.shard_world() < 2) return out;  // no capped path
+  if (c.plan.scope != opt::Scope::global_capped || c.shard_world() < 2) return out;  // no capped path
   if (estimator == DeferralEstimator::analytic) {
     out.fraction = opt::analytic_deferral(plan).fraction();
     return out;
   }
   opt::DeferralConfig d;
   d.inventory = inventory;
-  d.optimizer = c.optimizer;
-  d.world = c.shard_world();
-  d.fraction = c.fraction;
-  d.capacity_factor = c.capacity_factor;
+  d.plan.optimizer = c.plan.optimizer;
+  d.plan.world = c.shard_world();
+  d.plan.fraction = c.plan.fraction;
+  d.plan.capacity_factor = c.plan.capacity_factor;
   d.stream = c.deferral.stream;
   d.steps = c.deferral.steps;
   d.seed = c.deferral.seed;
@@ -628,7 +628,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
   r.routing = routing_of(r.plan);
   if (config.selection_quality) r.quality = measure_quality(config, inventory);
-  if (config.scope == opt::Scope::global_capped) {
+  if (config.plan.scope == opt::Scope::global_capped) {
     const DeferralResult d = estimate_deferral(config, inventory, r.plan, config.deferral.estimator);
     r.deferral_fraction = d.fraction;
     r.deferral_estimator = d.estimator;
@@ -712,8 +712,8 @@ WhatifStudy make_study(const WhatifOptions& o) {
   WhatifStudy study;
   auto& base = study.base;
   base.model = o.model;
-  base.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
-  base.ns = opt::parse_ns(o.ns, "--ns");
+  base.plan.optimizer = opt::parse_optimizer(o.optimizer, "--optimizer");
+  base.plan.ns = opt::parse_ns(o.ns, "--ns");
   if (o.gpus_per_node) base.gpus_per_node = *o.gpus_per_node;
   study.gpus_per_node = o.gpus_per_node;
   base.host_launch_us = o.host_launch_us;
@@ -767,8 +767,8 @@ std::string table_header(bool intervals) {
 
 std::string table_row(const WhatifResult& r, const std::map<std::string, double>* half_widths) {
   const auto& c = r.config;
-  const std::string cap = c.scope != opt::Scope::global_capped ? "-"
-                          : c.capacity_factor                  ? shortest(*c.capacity_factor)
+  const std::string cap = c.plan.scope != opt::Scope::global_capped ? "-"
+                          : c.plan.capacity_factor             ? shortest(*c.plan.capacity_factor)
                                                                : "auto";
   const std::string defer = r.deferral_fraction ? [&] {
     char b[32];
@@ -788,7 +788,7 @@ std::string table_row(const WhatifResult& r, const std::map<std::string, double>
   char buf[640];
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
   std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld %8s %11s",
-                c.fabric.name.c_str(), std::string(opt::to_string(c.scope)).c_str(), c.fraction, cap.c_str(), c.nodes,
+                c.fabric.name.c_str(), std::string(opt::to_string(c.plan.scope)).c_str(), c.plan.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), col(ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
                 col(ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
                 static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),

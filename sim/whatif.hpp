@@ -44,11 +44,10 @@ struct DeferralEstimate {
 // One configuration.
 struct WhatifConfig {
   std::string model;
-  opt::OptimizerKind optimizer = opt::OptimizerKind::nordion2;
-  opt::NsKind ns = opt::NsKind::gram;
-  opt::Scope scope = opt::Scope::global;
-  double fraction = 0.25;
-  std::optional<double> capacity_factor;  // global_capped only; nullopt = auto
+  // The optimizer plan's inputs: optimizer (default NorDion2), NS variant (default Gram), scope,
+  // fraction, capacity factor (global_capped only; nullopt = auto), FSDP row shards, fp32. Its
+  // world is the shard world, which plan_config() fills in: plan.world itself is not read.
+  opt::PlanConfig plan = default_plan();
   topo::FabricSpec fabric;
   int nodes = 1;
   int gpus_per_node = 8;
@@ -95,9 +94,9 @@ struct WhatifConfig {
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
   // The optimizer's world: the shard group under HSDP, else the world.
   [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world(); }
-  // The optimizer plan's configuration of this what-if (FSDP row shards over the shard world,
-  // default dtypes).
+  // `plan` with its world = shard_world(): what the optimizer plan of this what-if is made from.
   [[nodiscard]] opt::PlanConfig plan_config() const;
+  [[nodiscard]] static opt::PlanConfig default_plan();
 };
 
 // The canonical JSON of a configuration: what the DB hashes and --json echoes.

@@ -30,10 +30,10 @@ std::vector<std::int64_t> trace_ranks(const std::string& spec, std::int64_t worl
 
 std::string trace_file_name(const WhatifConfig& c) {
   char buf[256];
-  const std::string cap = c.scope != opt::Scope::global_capped ? ""
-                          : c.capacity_factor                  ? "_c" + std::to_string(*c.capacity_factor).substr(0, 5)
+  const std::string cap = c.plan.scope != opt::Scope::global_capped ? ""
+                          : c.plan.capacity_factor                  ? "_c" + std::to_string(*c.plan.capacity_factor).substr(0, 5)
                                                                : "_cauto";
-  std::snprintf(buf, sizeof buf, "%s_f%g%s_n%d_%s.json", std::string(opt::to_string(c.scope)).c_str(), c.fraction,
+  std::snprintf(buf, sizeof buf, "%s_f%g%s_n%d_%s.json", std::string(opt::to_string(c.plan.scope)).c_str(), c.plan.fraction,
                 cap.c_str(), c.nodes, c.fabric.name.c_str());
   std::string name = buf;
   for (char& ch : name) {
@@ -64,7 +64,7 @@ std::vector<TraceEvent> trace_events(const WhatifResult& r) {
                    "optimizer",
                    opt_start,
                    r.opt.wall_ns,
-                   {{"scope", std::string(opt::to_string(r.config.scope))}}});
+                   {{"scope", std::string(opt::to_string(r.config.plan.scope))}}});
   }
   for (const auto& e : r.opt.events) {
     if (e.duration_ns <= 0) continue;

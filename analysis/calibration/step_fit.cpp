@@ -65,14 +65,14 @@ class Predictor {
       sim::WhatifConfig w;
       w.model = c.model;
       try {
-        w.optimizer = opt::parse_optimizer(c.optimizer, "optimizer");
-        w.ns = opt::parse_ns(c.ns, "ns");
-        w.scope = opt::parse_scope(c.scope, "scope");
+        w.plan.optimizer = opt::parse_optimizer(c.optimizer, "optimizer");
+        w.plan.ns = opt::parse_ns(c.ns, "ns");
+        w.plan.scope = opt::parse_scope(c.scope, "scope");
       } catch (const UsageError& e) {
         throw InputError(at + ": " + e.what());
       }
-      w.fraction = c.fraction;
-      w.capacity_factor = c.scope == "global_capped" ? c.capacity_factor : std::nullopt;
+      w.plan.fraction = c.fraction;
+      w.plan.capacity_factor = c.scope == "global_capped" ? c.capacity_factor : std::nullopt;
       w.nodes = c.nodes;
       w.gpus_per_node = c.gpus_per_node;
       w.fabric = sim::resolve_fabric(fabric, c.gpus_per_node);

@@ -93,7 +93,7 @@ void add_step_results(RunRecord& record, const opt::NumericsCase& c, const opt::
     }
   }
   record.metrics.push_back({.name = "cpu_step_wall_ms", .value = wall_ms, .unit = "ms"});
-  for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.world)) {
+  for (auto& s : opt::gradient_row_stats(c.params, c.grads, c.config.plan.world)) {
     record.gradient_row_stats.push_back({.step = s.step,
                                          .rows = s.rows,
                                          .cols = s.cols,
@@ -147,13 +147,9 @@ RunRecord measure_record(json config, const json& out, std::uint64_t seed) {
 
 nlohmann::json deferral_config_json(const opt::DeferralConfig& c, const std::string& mode,
                                     const nlohmann::json& replayed) {
-  nlohmann::json config = opt::to_json(c, opt::DeferralSummary{});
-  config = {{"model", config["model"]}, {"optimizer", config["optimizer"]}, {"world", config["world"]},
-            {"fraction", config["fraction"]}, {"capacity_factor", config["capacity_factor"]}, {"ef", config["ef"]},
-            {"norms", config["norms"]}, {"steps", config["steps"]}, {"trials", config["trials"]}, {"mode", mode},
-            {"seed", c.seed}};
+  nlohmann::json config = opt::config_json(c);
+  config["mode"] = mode;  // the mode asked for (auto stays auto), not the one that ran
   if (!replayed.is_null()) config["replayed"] = replayed;
-  if (c.momentum_dtype != opt::Dtype::float32) config["momentum_dtype"] = std::string(opt::to_string(c.momentum_dtype));
   return config;
 }
 

@@ -15,10 +15,10 @@ void BM_deferral(benchmark::State& state, const char* model, std::int64_t world,
                  DeferralMode mode, bool pinned_c1) {
   DeferralConfig cfg;
   cfg.inventory = dionsim::opt::load_inventory(model);
-  cfg.world = world;
+  cfg.plan.world = world;
   cfg.steps = steps;
   cfg.mode = mode;
-  if (pinned_c1) cfg.capacity_factor = 1.0;
+  if (pinned_c1) cfg.plan.capacity_factor = 1.0;
   dionsim::opt::DeferralSummary s;
   for (auto _ : state) {
     s = dionsim::opt::run_deferral(cfg);

@@ -41,9 +41,9 @@ int run_one(const std::string& model, std::int64_t world, Scope scope, int threa
     }
   }
   StepConfig cfg;
-  cfg.world = world;
-  cfg.scope = scope;
-  cfg.fraction = 0.25;
+  cfg.plan.world = world;
+  cfg.plan.scope = scope;
+  cfg.plan.fraction = 0.25;
   cfg.threads = threads;
   ReferenceOptimizer opt(cfg, params, w0);
   w0.clear();
@@ -57,7 +57,7 @@ int run_one(const std::string& model, std::int64_t world, Scope scope, int threa
   std::int64_t a2a = 0;
   for (const GroupPlan& g : opt.groups()) {
     // real matrices only: virtual (zero) matrices are skipped by the reference step
-    const double per = dionsim::opt::ns_flops(cfg.ns, g.ns_rows, g.ns_cols);
+    const double per = dionsim::opt::ns_flops(cfg.plan.ns, g.ns_rows, g.ns_cols);
     ns_flops += per * static_cast<double>(g.path == Path::single ? g.N * world : g.N);
     a2a += g.a2a_bytes;
   }

@@ -21,8 +21,8 @@ using namespace dionsim;
 sim::WhatifStudy demo_study() {
   sim::WhatifStudy s;
   s.base.model = "seed-5120x8";
-  s.base.optimizer = opt::OptimizerKind::nordion2;
-  s.base.ns = opt::NsKind::gram;
+  s.base.plan.optimizer = opt::OptimizerKind::nordion2;
+  s.base.plan.ns = opt::NsKind::gram;
   s.base.fwd_bwd_ms = 456.6;
   s.base.gpus_per_node = 8;
   s.scopes = {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped};
@@ -67,7 +67,7 @@ void BM_Whatif1024(benchmark::State& state) {
   const auto config = sim::expand(study).front();
   const auto inventory = opt::seed_5120x8();
   for (auto _ : state) benchmark::DoNotOptimize(sim::run_whatif(config, inventory, kernels()).step_wall_ns);
-  state.SetLabel(std::string(opt::to_string(config.scope)) + " w=1024");
+  state.SetLabel(std::string(opt::to_string(config.plan.scope)) + " w=1024");
 }
 BENCHMARK(BM_Whatif1024)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
 

@@ -67,10 +67,10 @@ inline CalibratedStep calibrated_step(const sim::KernelCalibration& cal, opt::Sc
                                       double hbm_slowdown, bool host_ahead) {
   sim::WhatifConfig c;
   c.model = "seed-5120x8";
-  c.optimizer = opt::OptimizerKind::nordion2;
-  c.ns = opt::NsKind::gram;
-  c.scope = scope;
-  c.fraction = 0.25;
+  c.plan.optimizer = opt::OptimizerKind::nordion2;
+  c.plan.ns = opt::NsKind::gram;
+  c.plan.scope = scope;
+  c.plan.fraction = 0.25;
   c.fabric = topo::preset("h100-ndr400");
   c.nodes = nodes;
   c.gpus_per_node = gpus_per_node;

@@ -95,8 +95,8 @@ TEST_CASE("first-step iid deferral matches an independent Monte Carlo of the poo
     for (std::optional<double> c : {std::optional<double>(1.0), std::optional<double>()}) {
       DeferralConfig cfg;
       cfg.inventory = mc_inventory(w);
-      cfg.world = w;
-      cfg.capacity_factor = c;
+      cfg.plan.world = w;
+      cfg.plan.capacity_factor = c;
       cfg.steps = 1;
       cfg.trials = c ? std::max<std::int64_t>(1, trials / 20) : trials;
       cfg.seed = 7;
@@ -115,7 +115,7 @@ TEST_CASE("first-step iid deferral matches an independent Monte Carlo of the poo
 TEST_CASE("reproduces the reference's per-step counters on d2_capped_w2_pool", "[deferral][fixture]") {
   const std::string dir = std::string(DIONSIM_SHARED_DIR) + "/fixtures/numerics/d2_capped_w2_pool";
   const NumericsCase c = load_numerics_case(dir);
-  const GroupPlan g = plan_group(32, 48, 4, capped_config(c.config.world, c.config.fraction, c.config.capacity_factor));
+  const GroupPlan g = plan_group(32, 48, 4, capped_config(c.config.plan.world, c.config.plan.fraction, c.config.plan.capacity_factor));
   REQUIRE(g.path == Path::capped_packed);
   const GroupRun run = simulate_group_exact(
       g, c.config.ef, c.config.dtype, c.steps,
@@ -152,11 +152,11 @@ std::int64_t compare_with_reference(OptimizerKind kind, std::int64_t w, std::int
                                     double fraction, double ef, std::int64_t steps, std::uint64_t seed,
                                     Dtype dtype = Dtype::float32) {
   StepConfig sc;
-  sc.optimizer = kind;
-  sc.scope = Scope::global_capped;
-  sc.world = w;
-  sc.fraction = fraction;
-  sc.capacity_factor = 1.0;
+  sc.plan.optimizer = kind;
+  sc.plan.scope = Scope::global_capped;
+  sc.plan.world = w;
+  sc.plan.fraction = fraction;
+  sc.plan.capacity_factor = 1.0;
   sc.ef = ef;
   sc.weight_decay = 0.0;
   sc.dtype = dtype;
@@ -277,7 +277,7 @@ TEST_CASE("every winner on one rank: counts and waiting times worked out by hand
 TEST_CASE("skew rank stream: one rank's chunks overflow every step while iid with the same c does not", "[deferral][skew]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(8);
-  cfg.world = 8;
+  cfg.plan.world = 8;
   cfg.steps = 10;
   cfg.mode = DeferralMode::exact;
   const DeferralSummary iid = run_deferral(cfg);
@@ -306,8 +306,8 @@ TEST_CASE("reduced mode predicts exact mode's multi-step deferral", "[deferral][
   cfg.seed = 3;
   for (std::int64_t w : {4, 16}) {
     for (std::optional<double> c : {std::optional<double>(1.0), std::optional<double>(1.1)}) {
-      cfg.world = w;
-      cfg.capacity_factor = c;
+      cfg.plan.world = w;
+      cfg.plan.capacity_factor = c;
       cfg.mode = DeferralMode::exact;
       const DeferralSummary ex = run_deferral(cfg);
       cfg.mode = DeferralMode::reduced;
@@ -328,7 +328,7 @@ TEST_CASE("bf16 momentum: tied bf16 keys multiply deferral, and reduced mode fol
   // 1.7 % for gpt-5120x8 (docs/deferral.md).
   DeferralConfig cfg;
   cfg.inventory = load_inventory("gpt-1024x1");
-  cfg.world = 2;
+  cfg.plan.world = 2;
   cfg.steps = 10;
   cfg.trials = 4;
   cfg.seed = 3;
@@ -350,10 +350,10 @@ TEST_CASE("bf16 momentum: tied bf16 keys multiply deferral, and reduced mode fol
 TEST_CASE("deterministic per seed and independent of the thread count", "[deferral]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(8);
-  cfg.world = 8;
+  cfg.plan.world = 8;
   cfg.steps = 5;
   cfg.trials = 3;
-  cfg.capacity_factor = 1.0;
+  cfg.plan.capacity_factor = 1.0;
   cfg.stream = parse_norm_stream("lognormal:1.0", "--norms");
   for (DeferralMode mode : {DeferralMode::exact, DeferralMode::reduced}) {
     cfg.mode = mode;
@@ -374,10 +374,10 @@ TEST_CASE("deterministic per seed and independent of the thread count", "[deferr
 TEST_CASE("summary invariants: winners = N*k_tot per step and applied = winners - deferred", "[deferral]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(4);
-  cfg.world = 4;
+  cfg.plan.world = 4;
   cfg.steps = 7;
   cfg.trials = 2;
-  cfg.capacity_factor = 1.0;
+  cfg.plan.capacity_factor = 1.0;
   cfg.mode = DeferralMode::exact;
   const DeferralSummary s = run_deferral(cfg);
   // group a: 4 x ceil(0.25*32) = 32 winners, group b: 8 x 8 = 64, per step.
@@ -396,7 +396,7 @@ TEST_CASE("summary invariants: winners = N*k_tot per step and applied = winners 
 TEST_CASE("auto c costs the plan's bytes over c = 1 and recommend finds the smallest c under target", "[deferral]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(16);
-  cfg.world = 16;
+  cfg.plan.world = 16;
   cfg.steps = 3;
   cfg.mode = DeferralMode::reduced;
   const DeferralSummary s = run_deferral(cfg);
@@ -409,25 +409,25 @@ TEST_CASE("auto c costs the plan's bytes over c = 1 and recommend finds the smal
   const Recommendation r = recommend_capacity(cfg, 1e-2, 4.0, 0.01);
   REQUIRE(r.capacity_factor);
   CHECK(r.deferred_fraction <= 1e-2);
-  cfg.capacity_factor = *r.capacity_factor - 0.011;
+  cfg.plan.capacity_factor = *r.capacity_factor - 0.011;
   CHECK(run_deferral(cfg).deferred_fraction > 1e-2);
 }
 
 TEST_CASE("bad input: capacity_factor below 1 or fraction outside the unit interval or world below 2 or bad streams", "[deferral][errors]") {
   DeferralConfig cfg;
   cfg.inventory = mc_inventory(4);
-  cfg.world = 4;
-  cfg.capacity_factor = 0.9;
+  cfg.plan.world = 4;
+  cfg.plan.capacity_factor = 0.9;
   CHECK_THROWS_AS(validate(cfg), UsageError);
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("--capacity-factor") && Catch::Contains(">= 1.0"));
-  cfg.capacity_factor.reset();
+  cfg.plan.capacity_factor.reset();
   for (double f : {0.0, -0.1, 1.5}) {
-    cfg.fraction = f;
+    cfg.plan.fraction = f;
     CHECK_THROWS_WITH(validate(cfg), Catch::Contains("--fraction") && Catch::Contains("(0, 1]"));
   }
-  cfg.fraction = 1.0;
+  cfg.plan.fraction = 1.0;
   CHECK_NOTHROW(validate(cfg));
-  cfg.world = 1;
+  cfg.plan.world = 1;
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("--world") && Catch::Contains(">= 2"));
   for (const char* s : {"gauss", "lognormal:", "lognormal:-1", "skew:rank=0", "skew:factor=2", "skew:rank=0,factor=0",
                         "skew:rows=0,factor=2", "skew:rows=1.5,factor=2", "skew:rank=0,rows=0.1,factor=2",
@@ -436,7 +436,7 @@ TEST_CASE("bad input: capacity_factor below 1 or fraction outside the unit inter
     CHECK_THROWS_AS(parse_norm_stream(s, "--norms"), UsageError);
   }
   CHECK(parse_norm_stream("skew:rows=0.01,factor=5", "--norms").kind == StreamKind::skew_rows);
-  cfg.world = 4;
+  cfg.plan.world = 4;
   cfg.stream = parse_norm_stream("skew:rank=4,factor=2", "--norms");
   CHECK_THROWS_WITH(validate(cfg), Catch::Contains("R < world"));
 }

@@ -120,9 +120,9 @@ DeferralConfig config(std::int64_t hidden, std::int64_t layers, std::optional<do
                       double ef = 0.95) {
   DeferralConfig cfg;
   cfg.inventory = gpt_layout(hidden, layers);
-  cfg.world = 2;
-  cfg.fraction = 0.25;
-  cfg.capacity_factor = c;
+  cfg.plan.world = 2;
+  cfg.plan.fraction = 0.25;
+  cfg.plan.capacity_factor = c;
   cfg.ef = ef;
   cfg.steps = 20;
   cfg.trials = trials;
@@ -139,12 +139,7 @@ std::string key(std::int64_t hidden, std::int64_t layers, const char* ef, std::o
 // sequential fp32 L1 keys, winners and pooled pack, then EF decay of the kept winners, or (the
 // mutant) of every winner, deferred ones included. Gradients: N(0,1) from mt19937.
 std::vector<TrialCounts> loop_trials(const DeferralConfig& cfg, bool decay_deferred_too) {
-  PlanConfig pc;
-  pc.world = cfg.world;
-  pc.scope = Scope::global_capped;
-  pc.fraction = cfg.fraction;
-  pc.capacity_factor = cfg.capacity_factor;
-  const Plan plan = make_plan(cfg.inventory, pc);
+  const Plan plan = make_plan(cfg.inventory, cfg.plan);
   const auto ef = static_cast<float>(cfg.ef);
   std::vector<TrialCounts> out;
   for (std::int64_t trial = 0; trial < cfg.trials; ++trial) {
@@ -153,7 +148,7 @@ std::vector<TrialCounts> loop_trials(const DeferralConfig& cfg, bool decay_defer
     std::normal_distribution<float> normal(0.0f, 1.0f);
     for (const GroupPlan& g : plan.groups) {
       if (g.path != Path::capped_packed) continue;
-      const std::int64_t N = g.N, S = g.rows, C = g.cols, w = cfg.world;
+      const std::int64_t N = g.N, S = g.rows, C = g.cols, w = cfg.plan.world;
       std::vector<float> M(static_cast<std::size_t>(N * S * C), 0.0f), keys(static_cast<std::size_t>(N * S));
       for (std::int64_t step = 0; step < cfg.steps; ++step) {
         for (std::int64_t row = 0; row < N * S; ++row) {

@@ -94,7 +94,7 @@ void check_fixture(const std::string& name, StepTransport& tr) {
 TEST_CASE("GPU step reproduces the four fixtures on one GPU (simulated world)", "[gpu][step]") {
   for (const char* name : {"d2_local_w2", "d2_global_w2", "nd2_global_w4_uneven", "d2_capped_w2_pool"}) {
     const auto c = opt::load_numerics_case((kFixtures / name).string());
-    LoopbackTransport tr(static_cast<int>(c.config.world), 0);
+    LoopbackTransport tr(static_cast<int>(c.config.plan.world), 0);
     check_fixture(name, tr);
   }
 }
@@ -114,12 +114,12 @@ TEST_CASE("GPU step matches the CPU reference step: selections, momentum, stats,
   const auto kind = GENERATE(opt::OptimizerKind::dion2, opt::OptimizerKind::nordion2);
   const auto dtype = GENERATE(opt::Dtype::float32, opt::Dtype::bfloat16);
   opt::StepConfig cfg;
-  cfg.scope = scope;
-  cfg.optimizer = kind;
+  cfg.plan.scope = scope;
+  cfg.plan.optimizer = kind;
   cfg.dtype = dtype;
-  cfg.world = 3;
-  cfg.fraction = 0.3;
-  cfg.capacity_factor = 1.0;  // pins B = ceil(pr*k): the capped groups pack (and defer)
+  cfg.plan.world = 3;
+  cfg.plan.fraction = 0.3;
+  cfg.plan.capacity_factor = 1.0;  // pins B = ceil(pr*k): the capped groups pack (and defer)
   cfg.lr = 0.05;
   cfg.ef = kind == opt::OptimizerKind::dion2 ? 0.95 : 0.9;
   // Two shape groups with uneven shards (29 rows over 3 ranks: 10, 10, 9) and a virtual matrix.
@@ -174,9 +174,9 @@ TEST_CASE("GPU step matches the CPU reference step: selections, momentum, stats,
 // -lr * bf16(U), so U is read back from W and compared with the host NS of the same rows.
 TEST_CASE("global step: the owner's NS output equals the host NS of the selected rows", "[gpu][step]") {
   opt::StepConfig cfg;
-  cfg.scope = opt::Scope::global;
-  cfg.world = 2;
-  cfg.fraction = 0.3;
+  cfg.plan.scope = opt::Scope::global;
+  cfg.plan.world = 2;
+  cfg.plan.fraction = 0.3;
   cfg.lr = 0.05;
   cfg.ef = 1.0;
   cfg.weight_decay = 0.0;
@@ -233,11 +233,11 @@ TEST_CASE("overlapped stream layouts give the single-stream step's results bit f
   const auto scope = GENERATE(opt::Scope::local, opt::Scope::global, opt::Scope::global_capped);
   const auto kind = GENERATE(opt::OptimizerKind::dion2, opt::OptimizerKind::nordion2);
   opt::StepConfig cfg;
-  cfg.scope = scope;
-  cfg.optimizer = kind;
-  cfg.world = 3;
-  cfg.fraction = 0.3;
-  cfg.capacity_factor = 1.0;
+  cfg.plan.scope = scope;
+  cfg.plan.optimizer = kind;
+  cfg.plan.world = 3;
+  cfg.plan.fraction = 0.3;
+  cfg.plan.capacity_factor = 1.0;
   cfg.lr = 0.05;
   cfg.ef = 0.95;
   std::vector<opt::ParamSpec> params;
@@ -293,9 +293,9 @@ TEST_CASE("overlapped stream layouts give the single-stream step's results bit f
 
 TEST_CASE("the step reports each group's NS layout, configured or autotuned", "[gpu][step][ns]") {
   opt::StepConfig cfg;
-  cfg.world = 2;
-  cfg.scope = opt::Scope::local;
-  cfg.fraction = 0.5;
+  cfg.plan.world = 2;
+  cfg.plan.scope = opt::Scope::local;
+  cfg.plan.fraction = 0.5;
   // local NS inputs: pr matrices of kw = w * k rows by 96 columns — "sq" 32 x 96 (tiles of 16
   // apply), "wide" 20 x 96 (they do not: block rows).
   std::vector<opt::ParamSpec> params;

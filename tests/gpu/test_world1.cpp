@@ -61,13 +61,13 @@ TEST_CASE("unsharded GPU paths match the CPU reference: single, ddp, column sele
   const auto ns = GENERATE(opt::NsKind::polar_express, opt::NsKind::gram);
   const auto world = GENERATE(1, 3);  // 1: single (FSDP on a 1-rank mesh is unsharded, §1.4); 3: ddp replicas
   opt::StepConfig cfg;
-  cfg.scope = opt::Scope::local;  // a no-op off the sharded path
-  cfg.optimizer = kind;
+  cfg.plan.scope = opt::Scope::local;  // a no-op off the sharded path
+  cfg.plan.optimizer = kind;
   cfg.dtype = dtype;
-  cfg.ns = ns;
-  cfg.world = world;
-  cfg.sharded = world == 1;
-  cfg.fraction = 0.3;
+  cfg.plan.ns = ns;
+  cfg.plan.world = world;
+  cfg.plan.sharded = world == 1;
+  cfg.plan.fraction = 0.3;
   cfg.lr = 0.05;
   cfg.ef = kind == opt::OptimizerKind::dion2 ? 0.95 : 0.9;
   const auto params = mixed_params();
@@ -149,11 +149,11 @@ TEST_CASE("CUDA-graph replay of the step is bit-identical to the eager step", "[
   const auto ns = GENERATE(opt::NsKind::polar_express, opt::NsKind::gram);
   const auto kind = GENERATE(opt::OptimizerKind::dion2, opt::OptimizerKind::nordion2);
   opt::StepConfig cfg;
-  cfg.scope = opt::Scope::local;
-  cfg.optimizer = kind;
-  cfg.ns = ns;
-  cfg.world = 1;
-  cfg.fraction = 0.3;
+  cfg.plan.scope = opt::Scope::local;
+  cfg.plan.optimizer = kind;
+  cfg.plan.ns = ns;
+  cfg.plan.world = 1;
+  cfg.plan.fraction = 0.3;
   cfg.lr = 0.05;
   const auto params = mixed_params();
   const auto w0 = initial(params, opt::Dtype::float32, 600);
@@ -194,8 +194,8 @@ TEST_CASE("CUDA-graph replay of the step is bit-identical to the eager step", "[
 
 TEST_CASE("CUDA-graph capture: refused for several local ranks, replay needs a capture", "[gpu][step][graph]") {
   opt::StepConfig cfg;
-  cfg.scope = opt::Scope::local;
-  cfg.world = 3;
+  cfg.plan.scope = opt::Scope::local;
+  cfg.plan.world = 3;
   LoopbackTransport tr(3, 0);
   GpuOptimizer gpu(cfg, mixed_params(), tr);
   CHECK_THROWS_WITH(gpu.capture(), Catch::Contains("one local rank"));

@@ -52,8 +52,8 @@ TEST_CASE("a valid temporary case runs and round-trips through the npy writer", 
   c.save();
   const NumericsCase nc = load_numerics_case(c.path());
   CHECK(nc.params.size() == 1);
-  CHECK(nc.config.world == 2);
-  CHECK_FALSE(nc.config.capacity_factor.has_value());
+  CHECK(nc.config.plan.world == 2);
+  CHECK_FALSE(nc.config.plan.capacity_factor.has_value());
   const auto opt = run_numerics_case(nc, 1);
   const fs::path out = c.dir / "out";
   write_numerics_outputs(out.string(), nc, *opt);

@@ -168,12 +168,12 @@ TEST_CASE("reference step with Gram NS: every path runs, the same rows as Polar 
         g.push_back(randn_bf16(params[i].rows * params[i].cols, 200 + i));
       }
       StepConfig cfg;
-      cfg.scope = scope;
-      cfg.world = world;
-      cfg.fraction = 0.25;
+      cfg.plan.scope = scope;
+      cfg.plan.world = world;
+      cfg.plan.fraction = 0.25;
       cfg.lr = 0.05;
       StepConfig pe_cfg = cfg;
-      cfg.ns = NsKind::gram;
+      cfg.plan.ns = NsKind::gram;
       ReferenceOptimizer gram(cfg, params, w0), pe(pe_cfg, params, w0);
       gram.step(g);
       pe.step(g);

@@ -107,10 +107,10 @@ Run run_random(StepConfig cfg, std::int64_t n, std::int64_t R, std::int64_t C, i
 
 StepConfig config(Scope scope, std::int64_t world, double f, OptimizerKind o = OptimizerKind::dion2) {
   StepConfig c;
-  c.scope = scope;
-  c.world = world;
-  c.fraction = f;
-  c.optimizer = o;
+  c.plan.scope = scope;
+  c.plan.world = world;
+  c.plan.fraction = f;
+  c.plan.optimizer = o;
   c.lr = 0.1;
   return c;
 }
@@ -154,7 +154,7 @@ TEST_CASE("§5.3: capped defers overflow winners (TV3 on the full step)", "[step
     StepConfig cfg = config(Scope::global_capped, 2, 0.25, o);
     cfg.ef = 0.5;
     cfg.weight_decay = 0.0;
-    cfg.capacity_factor = 1.0;
+    cfg.plan.capacity_factor = 1.0;
     const std::int64_t R = 16, C = 32;
     std::vector<float> g = randn(R * C, 7, 0.01f);
     for (std::int64_t row = 0; row < 4; ++row) {
@@ -240,7 +240,7 @@ TEST_CASE("empty and short shards: every scope runs, collectives stay uniform", 
 
 TEST_CASE("pinned capacity_factor defers at a larger world; counters are consistent", "[step]") {
   StepConfig cfg = config(Scope::global_capped, 8, 0.25);
-  cfg.capacity_factor = 1.0;
+  cfg.plan.capacity_factor = 1.0;
   const std::int64_t N = 12, R = 64, C = 48;
   const auto run = run_random(cfg, N, R, C, 3, 51);
   const GroupPlan& g = run.opt->groups()[0];
@@ -281,7 +281,7 @@ TEST_CASE("bf16 parameters and momentum: every scope and both optimizers", "[ste
       CAPTURE(to_string(s), to_string(o));
       StepConfig cfg = config(s, 2, 0.25, o);
       cfg.dtype = Dtype::bfloat16;
-      if (s == Scope::global_capped) cfg.capacity_factor = 1.0;
+      if (s == Scope::global_capped) cfg.plan.capacity_factor = 1.0;
       const auto run = run_random(cfg, 4, 16, 32, 2, 61);
       for (std::size_t i = 0; i < 4; ++i) {
         const auto w = run.opt->weight(i);
@@ -298,7 +298,7 @@ TEST_CASE("bf16 parameters and momentum: every scope and both optimizers", "[ste
 
 TEST_CASE("DDP and world 1: unsharded paths", "[step]") {
   StepConfig ddp = config(Scope::global, 4, 0.25);
-  ddp.sharded = false;
+  ddp.plan.sharded = false;
   const auto a = run_random(ddp, 6, 16, 32, 2, 71);
   CHECK(a.opt->groups()[0].path == Path::ddp);
   CHECK(a.opt->last_collectives().size() == 1);
@@ -327,7 +327,7 @@ TEST_CASE("DDP and world 1: unsharded paths", "[step]") {
 TEST_CASE("results do not depend on the thread count", "[step]") {
   for (Scope s : {Scope::local, Scope::global, Scope::global_capped}) {
     StepConfig a = config(s, 4, 0.25, OptimizerKind::nordion2);
-    a.capacity_factor = 1.0;
+    a.plan.capacity_factor = 1.0;
     a.threads = 1;
     StepConfig b = a;
     b.threads = 2;
@@ -381,7 +381,7 @@ TEST_CASE("bf16 rounding is round-to-nearest-even", "[step]") {
 
 TEST_CASE("larger uneven world: w = 32, S = 250, several steps, NorDion2 bf16, pinned c", "[step]") {
   StepConfig cfg = config(Scope::global_capped, 32, 0.1, OptimizerKind::nordion2);
-  cfg.capacity_factor = 1.0;
+  cfg.plan.capacity_factor = 1.0;
   cfg.dtype = Dtype::bfloat16;
   const std::int64_t N = 40, R = 250, C = 96;
   const auto run = run_random(cfg, N, R, C, 4, 101);  // bytes == plan checked every step

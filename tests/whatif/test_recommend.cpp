@@ -43,7 +43,7 @@ void check_choice(const ClusterRecommendation& rec, double target) {
     const auto& c = rec.candidates[i];
     if (!c.deferral_fraction) continue;  // not estimated (simulated, slower than the choice)
     CHECK(*c.feasible == (*c.deferral_fraction <= target));
-    if (c.result.config.scope != opt::Scope::global_capped) CHECK(*c.deferral_fraction == 0.0);
+    if (c.result.config.plan.scope != opt::Scope::global_capped) CHECK(*c.deferral_fraction == 0.0);
     if (*c.feasible) CHECK(pick.result.step_wall_ns <= c.result.step_wall_ns);
     if (i != *rec.pick && i != rec.runner_up) CHECK_FALSE(c.result.quality.has_value());
   }
@@ -79,7 +79,7 @@ TEST_CASE("recommend: the fastest candidate within the target, and the runner-up
     // The analytic estimate is the deferral engine's, for every candidate.
     for (const auto& c : rec.candidates) {
       REQUIRE(c.deferral_fraction.has_value());
-      if (c.result.config.scope == opt::Scope::global_capped) {
+      if (c.result.config.plan.scope == opt::Scope::global_capped) {
         CHECK(*c.deferral_fraction == opt::analytic_deferral(c.result.plan).fraction());
       }
     }
@@ -101,8 +101,8 @@ TEST_CASE("recommend: the fastest candidate within the target, and the runner-up
   strict.target_deferral = 1e-300;
   for (const auto& rec : recommend(strict, inventory, kernels)) {
     check_choice(rec, strict.target_deferral);
-    CHECK(rec.candidates[*rec.pick].result.config.scope != opt::Scope::global_capped);
-    CHECK(rec.candidates[*rec.runner_up].result.config.scope != opt::Scope::global_capped);
+    CHECK(rec.candidates[*rec.pick].result.config.plan.scope != opt::Scope::global_capped);
+    CHECK(rec.candidates[*rec.runner_up].result.config.plan.scope != opt::Scope::global_capped);
   }
 }
 
@@ -114,7 +114,7 @@ TEST_CASE("recommend: the margin model hears the pick and the runner-up", "[reco
   const MarginModel model = [&](const WhatifConfig& pick, const WhatifConfig& runner_up) {
     ++calls;
     CHECK(pick.world() == runner_up.world());
-    CHECK(pick.scope != runner_up.scope);
+    CHECK(pick.plan.scope != runner_up.plan.scope);
     return std::optional<MarginInterval>{{-1.0, 5.0, 0.75}};
   };
   const auto recs = recommend(study, inventory, h100(), {}, model);
@@ -138,14 +138,14 @@ TEST_CASE("recommend: a simulated estimate runs only where the choice needs it",
   const auto& rec = recs[0];
   check_choice(rec, study.target_deferral);
   for (const auto& c : rec.candidates) {
-    if (!c.deferral_fraction || c.result.config.scope != opt::Scope::global_capped) continue;
+    if (!c.deferral_fraction || c.result.config.plan.scope != opt::Scope::global_capped) continue;
     CHECK(c.deferral_estimator.rfind("simulated", 0) == 0);
     opt::DeferralConfig d;
     d.inventory = inventory;
-    d.optimizer = c.result.config.optimizer;
-    d.world = 8;
-    d.fraction = 0.25;
-    d.capacity_factor = c.result.config.capacity_factor;
+    d.plan.optimizer = c.result.config.plan.optimizer;
+    d.plan.world = 8;
+    d.plan.fraction = 0.25;
+    d.plan.capacity_factor = c.result.config.plan.capacity_factor;
     d.steps = 2;
     CHECK(*c.deferral_fraction == opt::run_deferral(d).deferred_fraction);
   }
@@ -178,8 +178,8 @@ TEST_CASE("recommend: at 8192 GPUs a global_capped that routes everything is glo
   CHECK_FALSE(capped_auto.degeneracy.empty());
   // global and the all-routed global_capped run the same step: global is picked (it is what it says).
   CHECK(capped_auto.result.step_wall_ns == rec.candidates[1].result.step_wall_ns);
-  CHECK(rec.candidates[*rec.pick].result.config.scope == opt::Scope::global);
-  CHECK(rec.candidates[*rec.runner_up].result.config.scope == opt::Scope::local);
+  CHECK(rec.candidates[*rec.pick].result.config.plan.scope == opt::Scope::global);
+  CHECK(rec.candidates[*rec.runner_up].result.config.plan.scope == opt::Scope::local);
 }
 
 TEST_CASE("recommend: bad input is refused before anything runs", "[recommend]") {

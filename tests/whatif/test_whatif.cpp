@@ -120,8 +120,8 @@ TEST_CASE("whatif: on one fabric a scope sending fewer bytes never has more expo
         for (const auto& c : expand(study)) results.push_back(run_whatif(c, inventory, model));
         for (const auto& a : results) {
           for (const auto& b : results) {
-            if (b.config.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
-            INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.scope) << " "
+            if (b.config.plan.scope != opt::Scope::global || 2 * bytes(a) > bytes(b)) continue;
+            INFO(fabric << " nodes " << nodes << " nic " << nic << ": " << opt::to_string(a.config.plan.scope) << " "
                         << bytes(a) << " B vs global " << bytes(b) << " B");
             CHECK(a.exposed_comm_ns <= b.exposed_comm_ns);
             CHECK(a.opt.exposed_comm_ns <= b.opt.exposed_comm_ns);
@@ -194,10 +194,10 @@ TEST_CASE("whatif: deferral is the deferral engine's estimate, as a fraction", "
   CHECK(analytic.deferral_estimator == "analytic");
   opt::DeferralConfig d;
   d.inventory = inventory;
-  d.optimizer = config.optimizer;
-  d.world = 4;
-  d.fraction = 0.25;
-  d.capacity_factor = 1.0;
+  d.plan.optimizer = config.plan.optimizer;
+  d.plan.world = 4;
+  d.plan.fraction = 0.25;
+  d.plan.capacity_factor = 1.0;
   d.steps = 3;
   const auto engine = opt::run_deferral(d);
   CHECK(*analytic.deferral_fraction == engine.analytic_deferred_fraction);
@@ -213,11 +213,11 @@ TEST_CASE("whatif: deferral is the deferral engine's estimate, as a fraction", "
   CHECK(*simulated.deferral_fraction == engine.deferred_fraction);
   CHECK(simulated.deferral_mode == std::string(opt::to_string(engine.mode)));
   CHECK(to_json(config)["deferral_estimate"] == "simulated");  // the hash names the estimate
-  config.capacity_factor.reset();
+  config.plan.capacity_factor.reset();
   config.deferral.estimator = DeferralEstimator::analytic;
   CHECK(*run_whatif(config, inventory, model).deferral_fraction < *analytic.deferral_fraction / 20);
   CHECK_FALSE(to_json(config).contains("deferral_estimate"));  // analytic: earlier hashes stay
-  config.scope = opt::Scope::local;
+  config.plan.scope = opt::Scope::local;
   CHECK_FALSE(run_whatif(config, inventory, model).deferral_fraction.has_value());
 }
 
@@ -240,27 +240,27 @@ TEST_CASE("whatif: routing counts and the resolved c; degenerate scopes are name
     const Routing r = routing_of(plan);
     groups = static_cast<std::int64_t>(plan.groups.size());
     CHECK(r.packed + r.exact_global + r.local + r.unsharded == groups);
-    if (c.scope == opt::Scope::global) CHECK(r.exact_global == groups);
-    if (c.scope == opt::Scope::local) CHECK(r.local == groups);
-    if (c.scope != opt::Scope::global_capped) CHECK_FALSE(r.capacity_factor_min.has_value());
-    if (c.scope == opt::Scope::global_capped && c.world() == 8192 && !c.capacity_factor) {
+    if (c.plan.scope == opt::Scope::global) CHECK(r.exact_global == groups);
+    if (c.plan.scope == opt::Scope::local) CHECK(r.local == groups);
+    if (c.plan.scope != opt::Scope::global_capped) CHECK_FALSE(r.capacity_factor_min.has_value());
+    if (c.plan.scope == opt::Scope::global_capped && c.world() == 8192 && !c.plan.capacity_factor) {
       CHECK(r.packed == 0);
       CHECK(r.exact_global == groups);
       CHECK(*r.capacity_factor_min > 1.0);
       CHECK(degeneracy_note(c, r).find("routed to exact global") != std::string::npos);
     }
-    if (c.scope == opt::Scope::global_capped && c.world() == 512) {
+    if (c.plan.scope == opt::Scope::global_capped && c.world() == 512) {
       CHECK(r.packed > 0);
       CHECK(degeneracy_note(c, r).empty());
-      if (c.capacity_factor) CHECK(*r.capacity_factor_min == 1.0);
-      if (c.capacity_factor) CHECK(*r.capacity_factor_max == 1.0);
+      if (c.plan.capacity_factor) CHECK(*r.capacity_factor_min == 1.0);
+      if (c.plan.capacity_factor) CHECK(*r.capacity_factor_max == 1.0);
     }
-    if (c.scope == opt::Scope::local && c.world() == 8192) {
+    if (c.plan.scope == opt::Scope::local && c.world() == 8192) {
       CHECK(r.local_all_rows >= 1);
       CHECK(r.local_example_kw == 8192);
       CHECK(degeneracy_note(c, r).find("8192 of 5120 rows") != std::string::npos);
     }
-    if (c.scope == opt::Scope::local && c.world() == 512) CHECK(degeneracy_note(c, r).empty());
+    if (c.plan.scope == opt::Scope::local && c.world() == 512) CHECK(degeneracy_note(c, r).empty());
   }
   REQUIRE(groups > 0);
   const auto notes = degeneracy_notes(configs, inventory);
@@ -371,7 +371,7 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
   for (std::size_t i = 0; i < plain.size(); ++i) {
     const auto a = run_whatif(plain[i], inventory, model);
     const auto b = run_whatif(skewed[i], inventory, model);
-    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    INFO(opt::to_string(b.config.plan.scope) << " nodes " << b.config.nodes);
     const DurationNs wait = expected_rank_wait_ns(1.5, b.config.world());
     CHECK(a.rank_wait_ns == 0);
     CHECK(b.rank_wait_ns == wait);
@@ -380,7 +380,7 @@ TEST_CASE("whatif: the ranks' arrival skew lands in the step's first collective,
     CHECK(b.opt.wall_ns == a.opt.wall_ns);
     // The measured rank's optimizer window and first collective grow by the wait.
     CHECK(b.opt_wall_seen_ns() == a.opt.wall_ns + wait);
-    const bool capped = b.config.scope == opt::Scope::global_capped;
+    const bool capped = b.config.plan.scope == opt::Scope::global_capped;
     REQUIRE(b.first_collective.has_value());
     CHECK(*b.first_collective == (capped ? StepCollective::all_gather : StepCollective::all_to_all));
     CHECK(b.a2a_seen_ns() == a.opt.a2a_ns + (capped ? 0 : wait));
@@ -426,7 +426,7 @@ TEST_CASE("whatif: HBM contention slows the collectives within one node only", "
   for (std::size_t i = 0; i < plain.size(); ++i) {
     const auto a = run_whatif(plain[i], inventory, model);
     const auto b = run_whatif(slowed[i], inventory, model);
-    INFO(opt::to_string(b.config.scope) << " nodes " << b.config.nodes);
+    INFO(opt::to_string(b.config.plan.scope) << " nodes " << b.config.nodes);
     CHECK(to_json(b.config)["collective_hbm_slowdown"] == 1.8);  // named in the hash input only when set
     CHECK_FALSE(to_json(a.config).contains("collective_hbm_slowdown"));
     if (b.config.nodes > 1) {  // across nodes the NIC bounds the collectives: nothing changes
