@@ -83,6 +83,7 @@ nlohmann::json candidate_json(const RecommendCandidate& c) {
       {"capacity_factor_resolved_min", r.routing.capacity_factor_min ? nlohmann::json(*r.routing.capacity_factor_min) : nlohmann::json(nullptr)},
       {"capacity_factor_resolved_max", r.routing.capacity_factor_max ? nlohmann::json(*r.routing.capacity_factor_max) : nlohmann::json(nullptr)},
       {"degenerate", c.degeneracy.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.degeneracy)},
+      {"eligible", c.eligible()},
       {"selection_quality", r.quality ? opt::to_json(*r.quality) : nlohmann::json(nullptr)},
   };
   return j;
@@ -112,6 +113,10 @@ opt::Scope RecommendCandidate::effective_scope() const {
   const auto& c = result.config;
   if (c.plan.scope == opt::Scope::global_capped && result.routing.packed == 0) return opt::Scope::global;
   return c.plan.scope;
+}
+
+bool RecommendCandidate::eligible() const {
+  return !(result.config.plan.scope == opt::Scope::local && result.routing.local_all_rows > 0);
 }
 
 std::optional<double> ClusterRecommendation::margin_ms() const {
@@ -165,7 +170,7 @@ std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const 
       // Analytic: every candidate's deferral (cheap). Simulated: only until the choice is made.
       if (estimator == DeferralEstimator::simulated && rec.pick && rec.runner_up) break;
       estimate(cand, inventory, study.target_deferral);
-      if (!*cand.feasible) continue;
+      if (!*cand.feasible || !cand.eligible()) continue;
       if (!rec.pick) {
         rec.pick = i;
       } else if (!rec.runner_up && cand.effective_scope() != rec.candidates[*rec.pick].effective_scope()) {

@@ -11,7 +11,8 @@
 // is what it says (not degenerate), then to the scope order local, global, global_capped, then to
 // the smaller c. The runner-up = the fastest feasible candidate of another *effective* scope (a
 // global_capped whose groups are all routed to exact global is global: recommending one over the
-// other says nothing), so the margin is what the choice of scope is worth.
+// other says nothing), so the margin is what the choice of scope is worth. A local whose selection
+// degenerates (k·w >= rows) is listed but never picked (RecommendCandidate::eligible).
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
@@ -41,6 +42,9 @@ struct RecommendCandidate {
   std::string degeneracy;                   // degeneracy_note(), "" when the scope is what it says
   [[nodiscard]] std::string label() const;  // "global", "global_capped@auto", "global_capped@1.1"
   [[nodiscard]] opt::Scope effective_scope() const;  // global_capped with nothing packed = global
+  // May be picked: not a local that selects k·w >= rows in some group (it applies more rows than
+  // the fraction asked — another algorithm, not a faster way to run this one).
+  [[nodiscard]] bool eligible() const;
 };
 
 // The runner-up's step minus the pick's as a 90 % interval, and the probability that the pick is

@@ -56,10 +56,11 @@ dionsim_cli_test(issue19_recommend_json EXIT 0
 dionsim_cli_test(issue19_recommend_json_quality EXIT 0
                  MATCH "\"routing\": {\n[^}]*\"local\": 2,[^}]*},\n *\"scope\": \"local\",\n *\"selection_quality\": {"
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 --json -q)
-# At 8192 GPUs the pick is global; global_capped with every group routed is global too, so it is
-# not the runner-up (local is).
-dionsim_cli_test(issue19_recommend_8192 EXIT 0 MATCH "h100-ndr400 +1024 +8192 +global +- [^\n]* 0/3/0 [^\n]* local "
-                 ARGS recommend --model gpt-14b --gpus 8192 --mfu 0.45 --steps 2 -q)
+# At 8192 GPUs the pick is global; global_capped at auto routes every group (it is global, so it is
+# not the runner-up), local selects every row (never picked); c = 1 still packs and, under a loose
+# target, is the runner-up.
+dionsim_cli_test(issue19_recommend_8192 EXIT 0 MATCH "h100-ndr400 +1024 +8192 +global +- [^\n]* 0/3/0 [^\n]* global_capped +1 "
+                 ARGS recommend --model gpt-14b --gpus 8192 --mfu 0.45 --capacity-factor auto,1 --target-deferral 0.5 --steps 2 -q)
 dionsim_cli_test(issue19_recommend_target EXIT 2 MATCH "--target-deferral: got '0', expected a fraction of winner rows in \\(0, 1\\)"
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 --target-deferral 0)
 dionsim_cli_test(issue19_recommend_target_nan EXIT 2 MATCH "--target-deferral"

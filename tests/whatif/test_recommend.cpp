@@ -36,7 +36,7 @@ RecommendStudy seed_recommend() {
 KernelModel h100() { return KernelModel(default_kernel_model_config(hardware_preset("h100-sxm", "--hardware"))); }
 
 // What the pick and runner-up must be, by a plain scan of the candidates.
-void check_choice(const ClusterRecommendation& rec, double target) {
+void check_choice(const ClusterRecommendation& rec, double target, bool runner_up = true) {
   REQUIRE(rec.pick.has_value());
   const auto& pick = rec.candidates[*rec.pick];
   for (std::size_t i = 0; i < rec.candidates.size(); ++i) {
@@ -44,18 +44,27 @@ void check_choice(const ClusterRecommendation& rec, double target) {
     if (!c.deferral_fraction) continue;  // not estimated (simulated, slower than the choice)
     CHECK(*c.feasible == (*c.deferral_fraction <= target));
     if (c.result.config.plan.scope != opt::Scope::global_capped) CHECK(*c.deferral_fraction == 0.0);
-    if (*c.feasible) CHECK(pick.result.step_wall_ns <= c.result.step_wall_ns);
+    if (*c.feasible && c.eligible()) CHECK(pick.result.step_wall_ns <= c.result.step_wall_ns);
     if (i != *rec.pick && i != rec.runner_up) CHECK_FALSE(c.result.quality.has_value());
   }
   CHECK(*pick.feasible);
+  CHECK(pick.eligible());
   CHECK(pick.result.quality.has_value());
+  if (!runner_up) {
+    for (const auto& c : rec.candidates) {  // nothing of another effective scope qualifies
+      if (c.feasible && *c.feasible && c.eligible()) CHECK(c.effective_scope() == pick.effective_scope());
+    }
+    CHECK_FALSE(rec.runner_up.has_value());
+    return;
+  }
   REQUIRE(rec.runner_up.has_value());
   const auto& ru = rec.candidates[*rec.runner_up];
   CHECK(*ru.feasible);
+  CHECK(ru.eligible());
   CHECK(ru.effective_scope() != pick.effective_scope());
   CHECK(ru.result.quality.has_value());
   for (const auto& c : rec.candidates) {
-    if (c.feasible && *c.feasible && c.effective_scope() != pick.effective_scope()) {
+    if (c.feasible && *c.feasible && c.eligible() && c.effective_scope() != pick.effective_scope()) {
       CHECK(ru.result.step_wall_ns <= c.result.step_wall_ns);
     }
   }
@@ -164,13 +173,17 @@ TEST_CASE("recommend: at 8192 GPUs a global_capped that routes everything is glo
   s.base.deferral.steps = 1;
   s.scopes = {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped};
   s.fractions = {0.25};
-  s.capacity_factors = {std::nullopt, 1.5};
+  s.capacity_factors = {std::nullopt, 1.0};
   s.gpus = {8192};
   s.fabrics = {topo::preset("h100-ndr400")};
-  const auto recs = recommend(study, opt::load_inventory("gpt-14b"), h100());
+  const auto inventory = opt::load_inventory("gpt-14b");
+  const auto recs = recommend(study, inventory, h100());
   REQUIRE(recs.size() == 1);
   const auto& rec = recs[0];
-  check_choice(rec, study.target_deferral);
+  // c = 1 still packs one group and defers a quarter of its winners: over 1e-4, so nothing but
+  // global qualifies.
+  check_choice(rec, study.target_deferral, false);
+  CHECK(*rec.candidates[3].deferral_fraction > 0.2);
   const auto& capped_auto = rec.candidates[2];
   REQUIRE(capped_auto.label() == "global_capped@auto");
   CHECK(capped_auto.result.routing.packed == 0);
@@ -179,7 +192,14 @@ TEST_CASE("recommend: at 8192 GPUs a global_capped that routes everything is glo
   // global and the all-routed global_capped run the same step: global is picked (it is what it says).
   CHECK(capped_auto.result.step_wall_ns == rec.candidates[1].result.step_wall_ns);
   CHECK(rec.candidates[*rec.pick].result.config.plan.scope == opt::Scope::global);
-  CHECK(rec.candidates[*rec.runner_up].result.config.plan.scope == opt::Scope::local);
+  // local selects k·w = 8192 of 5120 rows there: listed, never picked; the runner-up is global_capped
+  // at a c that still packs (1.5 routes every group too: then there is none).
+  CHECK_FALSE(rec.candidates[0].eligible());
+  CHECK(rec.candidates[0].result.step_wall_ns > 0);
+  study.target_deferral = 0.5;
+  const auto loose = recommend(study, inventory, h100());
+  check_choice(loose[0], 0.5);
+  CHECK(loose[0].candidates[*loose[0].runner_up].label() == "global_capped@1");
 }
 
 TEST_CASE("recommend: bad input is refused before anything runs", "[recommend]") {
