@@ -17,6 +17,7 @@
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/whatif_cli.hpp"
+#include "optimizer/selection_quality.hpp"
 #include "sim/whatif.hpp"
 #include "topologies/topology.hpp"
 #include "sim/whatif_calibration.hpp"
@@ -40,14 +41,14 @@ int run_whatif(std::span<const std::string> args) {
               "per-rank compute and collective streams, collectives simulated on the fabric.\n"
               "Fabric presets: " + topo_presets() + "\nGPU presets: " + sim::hardware_preset_list());
   WhatifCli cli;
-  std::string trace_out, trace_ranks;
+  std::string trace_out, trace_ranks, quality_norms;
   add_whatif_options(cmd.options(), cli);
   cmd.options().add_options()
       ("trace-out", po::value(&trace_out), "write a Chrome trace per configuration into this directory")
       ("trace-ranks", po::value(&trace_ranks), "ranks in traces: 0,1,.. or all (default: first 4)")
-      ("selection-quality", po::bool_switch(&cli.options.selection_quality),
-       "also measure each configuration's selection quality (share of the exact top-k rows applied, per step and "
-       "after --steps steps; --json and --db): about a second per configuration at gpt-14b scale");
+      ("selection-quality", po::value(&quality_norms)->implicit_value("iid"),
+       "with --json: add each configuration's selection_quality (optimizer/selection_quality.hpp); "
+       "=STREAM picks the gradient stream as deferral --norms (default iid)");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
   WhatifSetup setup = resolve_whatif(cli, cmd);
@@ -60,6 +61,21 @@ int run_whatif(std::span<const std::string> args) {
   if (!trace_out.empty()) require_output_folder(trace_out, "--trace-out");
   warn_degenerate(sim::degeneracy_notes(configs, inventory));
 
+  std::optional<opt::SelectionQualityCache> quality;
+  if (cmd.has("selection-quality")) {
+    if (!common.json) throw_bad_usage("--selection-quality", quality_norms, "together with --json (tables have no such column)");
+    opt::SelectionQualityConfig q;
+    q.inventory = inventory;
+    q.stream = opt::parse_norm_stream(quality_norms, "--selection-quality");
+    q.stream_flag = "--selection-quality";
+    if (q.stream.kind == opt::StreamKind::replay) (void)analysis::load_replay(q.stream);
+    q.seed = common.seed;
+    for (const auto& c : configs) {  // every configuration, before any work
+      q.plan = c.plan_config();
+      opt::validate(q);
+    }
+    quality.emplace(std::move(q));
+  }
   nlohmann::json rows = nlohmann::json::array();
   std::int64_t skipped = 0;
   bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
@@ -82,6 +98,7 @@ int run_whatif(std::span<const std::string> args) {
       row.update(sim::metrics_json(result));
       analysis::add_interval_json(row, ivs);
       row["optimizer_collectives"] = sim::collectives_json(result);
+      if (quality) row["selection_quality"] = opt::to_json(quality->get(config.plan_config()));
       rows.push_back(std::move(row));
     } else {
       if (!header_printed) std::cout << sim::table_header(true) << '\n';

@@ -52,7 +52,7 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "
        "(--deferral-steps of momentum + error feedback, the optimizer's own capped pack)")
       ("steps", po::value(&o.deferral_steps)->default_value(o.deferral_steps),
-       "optimizer steps of momentum + error feedback simulated for a simulated deferral estimate and the selection quality")
+       "optimizer steps of momentum + error feedback simulated for a simulated deferral estimate (and recommend's selection quality)")
       ("norms", po::value(&o.norms)->default_value(o.norms),
        "gradient statistics of those steps: iid | lognormal:SIGMA | skew:rank=R,factor=F | "
        "skew:rows=P,factor=F | replay:DB (as in `dionsim deferral`)");
@@ -64,11 +64,12 @@ WhatifSetup resolve_whatif(WhatifCli& cli, const Command& cmd) {
   if (cmd.has("layers")) cli.options.layers = cli.layers;
   // Options -> study, validated completely before anything runs. A step-model calibration gives
   // fwd/bwd when neither --fwd-bwd-ms nor --mfu does, and its NIC/all-to-all efficiencies.
-  if (!cli.dynamics_always && cli.options.deferral_estimate != "simulated" && !cli.options.selection_quality) {
+  if (!cli.dynamics_always && cli.options.deferral_estimate != "simulated") {
     for (const char* flag : {"norms", "steps"}) {
       if (cmd.has(flag)) {
-        throw UsageError(std::string("--") + flag + " applies to --deferral-estimate simulated and --selection-quality "
-                         "only (the analytic deferral estimate is one step of iid gradients)");
+        throw UsageError(std::string("--") + flag + " applies to --deferral-estimate simulated only (the analytic "
+                         "deferral estimate is one step of iid gradients; whatif's selection quality takes "
+                         "--selection-quality=STREAM)");
       }
     }
   }

@@ -24,8 +24,7 @@ struct WhatifCli {
   std::int64_t layers = 0;
   analysis::IntervalOptions intervals;  // --fabric-spread
   // The subcommand always simulates gradient dynamics (recommend: the selection quality), so
-  // --norms and --steps always apply; else only with --deferral-estimate simulated or
-  // --selection-quality.
+  // --norms and --steps always apply; else only with --deferral-estimate simulated.
   bool dynamics_always = false;
 };
 void add_whatif_options(po::options_description& options, WhatifCli& cli);

@@ -42,6 +42,8 @@ struct GroupCounts {
   std::int64_t hits = 0, applied = 0;
   double min_share = 1.0;
   double first_sum = 0.0, final_sum = 0.0;  // sums of per-matrix shares
+  std::vector<std::int64_t> matrix_hits, matrix_applied;  // [matrix]
+  std::vector<double> matrix_min, matrix_final;           // [matrix]
 };
 
 // One step's applied candidates of every sampled matrix ([n][S] flags), from the group's path.
@@ -93,6 +95,10 @@ GroupCounts simulate(const GroupPlan& g, std::int64_t w, std::int64_t n, Momentu
   std::vector<StepCounts> counts(at(w));
   GroupCounts out;
   out.hits_per_step.assign(at(steps), 0);
+  out.matrix_hits.assign(at(n), 0);
+  out.matrix_applied.assign(at(n), 0);
+  out.matrix_min.assign(at(n), 1.0);
+  out.matrix_final.assign(at(n), 0.0);
   const double kt = static_cast<double>(g.k_tot);
   for (std::int64_t t = 0; t < steps; ++t) {
     rows.accumulate(t, keys, threads);  // fp32 momentum: these keys are the fp32 L1 truth keys
@@ -108,14 +114,20 @@ GroupCounts simulate(const GroupPlan& g, std::int64_t w, std::int64_t n, Momentu
       for (std::int64_t i = 0; i < S; ++i) {
         if (chosen[at(m * S + i)] == 0 || !rows.decay(m, i)) continue;  // applied = kept and nonzero
         ++out.applied;
+        ++out.matrix_applied[at(m)];
         hits += truth[at(m * S + i)];
       }
       const double share = static_cast<double>(hits) / kt;
       out.hits += hits;
       out.hits_per_step[at(t)] += hits;
       out.min_share = std::min(out.min_share, share);
+      out.matrix_hits[at(m)] += hits;
+      out.matrix_min[at(m)] = std::min(out.matrix_min[at(m)], share);
       if (t == 0) out.first_sum += share;
-      if (t == steps - 1) out.final_sum += share;
+      if (t == steps - 1) {
+        out.final_sum += share;
+        out.matrix_final[at(m)] = share;
+      }
     }
   }
   return out;
@@ -150,6 +162,12 @@ void finish(GroupQuality& q, const GroupCounts& r, std::int64_t steps) {
   for (const std::int64_t h : r.hits_per_step) q.overlap_per_step.push_back(static_cast<double>(h) / (n * kt));
   q.precision = r.applied > 0 ? static_cast<double>(r.hits) / static_cast<double>(r.applied) : 0.0;
   q.effective_fraction = static_cast<double>(r.applied) / (n * static_cast<double>(q.rows) * static_cast<double>(steps));
+  q.matrices.clear();
+  for (std::size_t m = 0; m < q.sampled.size(); ++m) {
+    const auto steps_d = static_cast<double>(steps);
+    q.matrices.push_back({q.sampled[m], static_cast<double>(r.matrix_hits[m]) / (kt * steps_d), r.matrix_min[m],
+                          r.matrix_final[m], static_cast<double>(r.matrix_applied[m]) / (static_cast<double>(q.rows) * steps_d)});
+  }
 }
 
 }  // namespace
@@ -193,10 +211,10 @@ void validate(const SelectionQualityConfig& c) {
   }
   if (c.threads < 1) throw_bad_usage("--threads", std::to_string(c.threads), "an integer >= 1");
   if (c.stream.kind == StreamKind::replay && (!c.stream.replay || c.stream.replay->groups.empty())) {
-    throw_bad_usage("--norms", c.stream.text, "replay:DB with gradient row statistics loaded from DB");
+    throw_bad_usage(c.stream_flag, c.stream.text, "replay:DB with gradient row statistics loaded from DB");
   }
   if (c.stream.kind == StreamKind::skew_rank && c.stream.rank >= c.plan.world) {
-    throw_bad_usage("--norms", c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.plan.world) + ")");
+    throw_bad_usage(c.stream_flag, c.stream.text, "skew:rank=R with R < world (" + std::to_string(c.plan.world) + ")");
   }
 }
 
@@ -288,6 +306,18 @@ std::vector<SelectionQuality> measure_scopes(const SelectionQualityConfig& confi
   return out;
 }
 
+const SelectionQuality& SelectionQualityCache::get(const PlanConfig& plan) {
+  std::ostringstream key;
+  key << std::hexfloat << plan.world << ' ' << to_string(plan.scope) << ' ' << plan.fraction << ' '
+      << (plan.capacity_factor ? *plan.capacity_factor : 0.0) << ' ' << to_string(plan.optimizer) << ' ' << plan.sharded
+      << ' ' << plan.momentum_bytes;
+  const auto it = done_.find(key.str());
+  if (it != done_.end()) return it->second;
+  SelectionQualityConfig c = base_;
+  c.plan = plan;
+  return done_.emplace(key.str(), measure_selection_quality(c)).first->second;
+}
+
 nlohmann::json to_json(const SelectionQuality& q) {
   nlohmann::json groups = nlohmann::json::array();
   for (const GroupQuality& g : q.groups) {
@@ -309,10 +339,19 @@ nlohmann::json to_json(const SelectionQuality& q) {
       j["overlap_final"] = g.overlap_final;
       j["precision"] = g.precision;
       j["effective_fraction"] = g.effective_fraction;
+      nlohmann::json ms = nlohmann::json::array();
+      for (const MatrixQuality& m : g.matrices) {
+        ms.push_back({{"index", m.index},
+                      {"overlap_mean", m.overlap_mean},
+                      {"overlap_min", m.overlap_min},
+                      {"overlap_final", m.overlap_final},
+                      {"effective_fraction", m.effective_fraction}});
+      }
+      j["matrices"] = std::move(ms);
     }
     groups.push_back(std::move(j));
   }
-  return {{"scope", std::string(to_string(q.scope))},
+  nlohmann::json out = {{"scope", std::string(to_string(q.scope))},
           {"capacity_factor", capacity_factor_text(q.capacity_factor)},
           {"world", q.world},
           {"fraction", q.fraction},
@@ -332,6 +371,13 @@ nlohmann::json to_json(const SelectionQuality& q) {
           {"matrices", q.matrices},
           {"wall_ms", q.wall_ms},
           {"groups", std::move(groups)}};
+  if (q.matrices == 0) {  // no row-selecting group (column selection only): nothing was measured
+    for (const char* key : {"overlap_first", "overlap_mean", "overlap_min", "overlap_final", "precision",
+                            "effective_fraction", "nominal_fraction"}) {
+      out[key] = nullptr;
+    }
+  }
+  return out;
 }
 
 }  // namespace dionsim::opt

@@ -24,6 +24,7 @@
 // matrices of one destination), so a sample of whole pools per group measures the group exactly
 // (in the chosen representation); the result says how many were sampled.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,7 @@ struct SelectionQualityConfig {
   PlanConfig plan;            // world, scope, fraction, capacity_factor (nullopt = auto), optimizer, sharded
   Inventory inventory;
   NormStream stream;          // as `deferral --norms` (replay: the caller loads stream.replay)
+  std::string stream_flag = "--norms";  // the option that gave `stream`, for messages
   double ef = 0.95;           // Dion2 ef_decay / NorDion2 mu, in [0, 1]
   std::int64_t steps = 20;    // >= 1
   std::uint64_t seed = 0;     // gradient streams = deferral's trial 0 of this seed
@@ -59,6 +61,13 @@ struct SelectionQualityConfig {
 // Throws UsageError naming the flag (plan flags, --steps, --ef, --norms); bf16 momentum is refused
 // (the truth is the fp32 L1 norm; bf16 momentum is not modelled here).
 void validate(const SelectionQualityConfig& config);
+
+// One sampled matrix over the steps.
+struct MatrixQuality {
+  std::int64_t index = 0;        // in the group
+  double overlap_mean = 0.0, overlap_min = 0.0, overlap_final = 0.0;
+  double effective_fraction = 0.0;
+};
 
 struct GroupQuality {
   std::int64_t rows = 0, cols = 0, N = 0;
@@ -79,6 +88,7 @@ struct GroupQuality {
   double effective_fraction = 0.0;  // applied rows / rows per (matrix, step)
   double nominal_fraction = 0.0;    // k_tot / rows
   std::int64_t truth_rows = 0, applied_rows = 0, hit_rows = 0;  // sums over sampled matrices and steps
+  std::vector<MatrixQuality> matrices;  // per sampled matrix
 };
 
 struct SelectionQuality {
@@ -113,11 +123,25 @@ struct SelectionQuality {
 [[nodiscard]] std::vector<SelectionQuality> measure_scopes(const SelectionQualityConfig& config,
                                                            const std::vector<std::optional<double>>& capacity_factors);
 
+// Selection quality depends on the plan configuration, the stream, steps and seed only, so a sweep
+// over fabrics, node sets or fwd/bwd asks for the same ones again: measured once per plan config.
+class SelectionQualityCache {
+ public:
+  explicit SelectionQualityCache(SelectionQualityConfig base) : base_(std::move(base)) {}
+  // base with `plan` (validated and measured on first use).
+  [[nodiscard]] const SelectionQuality& get(const PlanConfig& plan);
+
+ private:
+  SelectionQualityConfig base_;
+  std::map<std::string, SelectionQuality> done_;
+};
+
 // {"scope", "capacity_factor", "world", "fraction", "norms", "steps", "mode", "overlap_first",
 //  "overlap_mean", "overlap_min", "overlap_final", "overlap_per_step", "precision",
 //  "effective_fraction", "nominal_fraction", "sampled", "sampled_matrices", "matrices", "wall_ms",
-//  "groups": [{"rows", "cols", "N", "path", "routed", "c", "k", "k_tot", "measured", "sampled",
-//  "overlap_*", "precision", "effective_fraction", "nominal_fraction"}]}
+//  "groups": [{"rows", "cols", "N", "path", "routed", "c", "k", "k_tot", "measured",
+//  "sampled_matrices", "overlap_*", "precision", "effective_fraction", "nominal_fraction",
+//  "matrices": [{"index", "overlap_mean", "overlap_min", "overlap_final", "effective_fraction"}]}]}
 [[nodiscard]] nlohmann::json to_json(const SelectionQuality& q);
 
 }  // namespace dionsim::opt

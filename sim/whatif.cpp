@@ -117,12 +117,6 @@ nlohmann::json to_json(const WhatifConfig& c) {
     j["deferral_norms"] = c.deferral.stream.text;
     j["deferral_seed"] = c.deferral.seed;
   }
-  if (c.selection_quality) {  // its metrics are stored with the run: named, with their inputs
-    j["selection_quality"] = true;
-    j["quality_steps"] = c.deferral.steps;
-    j["quality_norms"] = c.deferral.stream.text;
-    j["quality_seed"] = c.deferral.seed;
-  }
   // Issue 17's keys, only where they differ from what earlier runs did (their hashes stay).
   if (f.gpus_per_nvlink_domain != c.gpus_per_node) j["gpus_per_nvlink_domain"] = f.gpus_per_nvlink_domain;
   if (f.network != topo::Network::infiniband) j["network"] = topo::to_string(f.network);
@@ -627,7 +621,6 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
   r.routing = routing_of(r.plan);
-  if (config.selection_quality) r.quality = measure_quality(config, inventory);
   if (config.plan.scope == opt::Scope::global_capped) {
     const DeferralResult d = estimate_deferral(config, inventory, r.plan, config.deferral.estimator);
     r.deferral_fraction = d.fraction;
@@ -726,7 +719,6 @@ WhatifStudy make_study(const WhatifOptions& o) {
     throw_bad_usage("--steps", std::to_string(o.deferral_steps), "an integer in [1, 100000]");
   }
   base.deferral.steps = o.deferral_steps;
-  base.selection_quality = o.selection_quality;
   study.fwd_bwd_mss = double_list(o.fwd_bwd_ms, "--fwd-bwd-ms");
   study.mfus = double_list(o.mfu, "--mfu");
   // The base holds the first value: a calibration fills fwd/bwd only where neither is given.

@@ -88,9 +88,6 @@ struct WhatifConfig {
   // calibration's fitted host_launch_us applies this way; --host-launch-us alone blocks.
   bool host_ahead = false;
   DeferralEstimate deferral;  // global_capped only
-  // Also measure the selection quality (optimizer/selection_quality.hpp) of the configuration's
-  // plan over deferral.steps steps of deferral.stream's gradients (seed deferral.seed).
-  bool selection_quality = false;
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
   // The optimizer's world: the shard group under HSDP, else the world.
   [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world(); }
@@ -199,7 +196,7 @@ struct WhatifResult {
   std::string deferral_estimator;  // "analytic" | "simulated" (with deferral_fraction)
   std::string deferral_mode;       // simulated: exact | reduced
   Routing routing;
-  std::optional<opt::SelectionQuality> quality;  // config.selection_quality
+  std::optional<opt::SelectionQuality> quality;  // measured by recommend for its pick and runner-up
   std::int64_t params = 0;
   // The measured rank's expected wait in the step's first collective (config.rank_skew_ms), and
   // that collective's kind. `opt` is the slowest rank's step (the critical path, which sets the
@@ -256,7 +253,6 @@ struct WhatifOptions {
   std::optional<double> rank_skew_ms, collective_hbm_slowdown;
   std::string deferral_estimate = "analytic", norms = "iid";  // DeferralEstimate
   std::int64_t deferral_steps = 20;
-  bool selection_quality = false;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 

@@ -43,12 +43,6 @@ const std::vector<WhatifMetric> kMetrics = {
     {"groups_exact_global", "", [](R r) -> M { return static_cast<double>(r.routing.exact_global); }, MetricOutput::integer},
     {"groups_local", "", [](R r) -> M { return static_cast<double>(r.routing.local); }, MetricOutput::integer},
     {"groups_unsharded", "", [](R r) -> M { return static_cast<double>(r.routing.unsharded); }, MetricOutput::integer},
-    // Selection quality (whatif --selection-quality): share of each matrix's exact top-k_tot rows
-    // applied, mean over (matrix, step), at the last step, and the fraction of rows applied.
-    {"selection_overlap_mean", "", [](R r) -> M { return r.quality ? M(r.quality->overlap_mean) : std::nullopt; }},
-    {"selection_overlap_final", "", [](R r) -> M { return r.quality ? M(r.quality->overlap_final) : std::nullopt; }},
-    {"selection_overlap_min", "", [](R r) -> M { return r.quality ? M(r.quality->overlap_min) : std::nullopt; }},
-    {"selection_effective_fraction", "", [](R r) -> M { return r.quality ? M(r.quality->effective_fraction) : std::nullopt; }},
     {"capacity_factor_resolved_min", "", [](R r) -> M { return r.routing.capacity_factor_min; }},
     {"capacity_factor_resolved_max", "", [](R r) -> M { return r.routing.capacity_factor_max; }},
     {"opt_kernel_launches", "", [](R r) -> M { return static_cast<double>(r.opt.launches); }, MetricOutput::integer},

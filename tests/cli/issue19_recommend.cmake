@@ -43,9 +43,6 @@ dionsim_cli_test(issue19_local_degenerate EXIT 0 MATCH "warning: local \\(fracti
 dionsim_cli_test(issue19_routing_json EXIT 0
                  MATCH "\"capacity_factor_resolved_min\": 2\\.999[^}]*\"groups_exact_global\": 3,[^}]*\"groups_packed\": 0,.*\"routing\": {[^}]*\"exact_global\": 3,[^}]*\"packed\": 0"
                  ARGS whatif --model gpt-14b --gpus 8192 --scope global_capped --mfu 0.45 --json -q)
-dionsim_cli_test(issue19_whatif_quality_json EXIT 0 MATCH "\"selection_overlap_mean\": 1\\.0,.*\"selection_quality\": {"
-                 ARGS whatif --model seed-5120x8 --nodes 1 --gpus-per-node 4 --scope global_capped --capacity-factor 2
-                      --mfu 0.45 --selection-quality --steps 2 --json -q)
 
 # recommend: table, JSON, bad input before any work.
 dionsim_cli_test(issue19_recommend_table EXIT 0 MATCH "pick +cap +step_ms +defer% +p/g/l +c_used +quality +runner_up[^\n]*margin_ms +P\\(win\\)\nh100-ndr400 +1 +8 +local +- +[0-9.]+ +0\\.0000 +0/0/2 "
@@ -77,7 +74,7 @@ dionsim_cli_test(issue19_recommend_needs_model EXIT 2 MATCH "--model"
                  ARGS recommend --nodes 1 --mfu 0.45)
 dionsim_cli_test(issue19_recommend_bad_db EXIT 4 MATCH "README.md: file header: got '# dionsim[^']*', expected 'SQLite format 3'"
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 --db ${PROJECT_SOURCE_DIR}/README.md)
-dionsim_cli_test(issue19_whatif_norms_needs_dynamics EXIT 2 MATCH "--norms applies to --deferral-estimate simulated and --selection-quality only"
+dionsim_cli_test(issue19_whatif_norms_needs_dynamics EXIT 2 MATCH "--norms applies to --deferral-estimate simulated only"
                  ARGS whatif --model seed-5120x8 --nodes 1 --mfu 0.45 --norms skew:rank=0,factor=2)
 add_test(NAME cli:issue19_recommend_db
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:dionsim> -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR}
