@@ -18,6 +18,7 @@
 #include "analysis/records/records.hpp"
 #include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
+#include "common/parse.hpp"
 #include "experiments/cli.hpp"
 
 namespace dionsim::cli {
@@ -94,7 +95,7 @@ int run_validate(std::span<const std::string> args) {
       "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out")(
       "extrapolate", po::bool_switch(&extrapolate),
       "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
-      "fabric-spread", po::value(&fabric_spread)->default_value(fabric_spread),
+      "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
       "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
@@ -110,6 +111,7 @@ int run_validate(std::span<const std::string> args) {
       throw UsageError("validate: --extrapolate fits its own calibration; give it without --in-sample / --calibration");
     analysis::IntervalOptions io;
     io.fabric_spread = fabric_spread;
+    analysis::check_interval_options(io);
     log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
     const auto e = analysis::extrapolate(selected, io);
     for (const auto& note : analysis::uncertainty_of(&e.calibration, io).notes) log(common, note);
@@ -131,6 +133,13 @@ int run_validate(std::span<const std::string> args) {
     log(common, "predicting " + std::to_string(selected.size()) + " configurations with calibration '" + cal.name + "'");
     const auto rows = analysis::compare_predictions(selected, parameters);
     const auto summary = analysis::summarize(rows);
+    analysis::IntervalOptions io;
+    io.fabric_spread = fabric_spread;
+    const auto intervals = analysis::predict_with_intervals(selected, cal, io);
+    json interval_rows = json::array();
+    for (const auto& r : intervals) interval_rows.push_back(analysis::to_json(r));
+    json coverage = json::array();
+    for (const auto& s : analysis::summarize_coverage(intervals)) coverage.push_back(analysis::to_json(s));
     if (db) {
       json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"calibration", calibration}};
       db->store(analysis::validation_record(rows, summary, config, common.seed, analysis::ValidationKind::calibration),
@@ -138,12 +147,15 @@ int run_validate(std::span<const std::string> args) {
       log(common, "recorded the validation in " + common.db);
     }
     if (common.json) {
-      print_json({{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)}});
+      print_json({{"calibration", cal.name}, {"predicted", rows_json(rows)}, {"predicted_summary", summary_json(summary)},
+                  {"predicted_intervals", interval_rows}, {"coverage_summary", coverage}});
       return 0;
     }
     const std::string title = "predicted with calibration '" + cal.name + "' (not fitted on these runs)";
     print_rows(title.c_str(), rows);
     print_summary("summary", summary);
+    std::printf("# 90 %% intervals\n%s\n%s", analysis::interval_rows_table(intervals).c_str(),
+                analysis::coverage_table(analysis::summarize_coverage(intervals)).c_str());
     return 0;
   }
 

@@ -4,6 +4,7 @@
 
 #include "analysis/records/stored_runs.hpp"
 #include "common/error.hpp"
+#include "common/parse.hpp"
 
 namespace dionsim::cli {
 
@@ -46,7 +47,8 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
       ("collective-hbm-slowdown", po::value<double>()->notifier(set(o.collective_hbm_slowdown)),
        "factor (>= 1) by which a collective within one node slows while a memory-bound kernel runs "
        "beside it (default: a calibration's, else 1)")
-      ("fabric-spread", po::value(&cli.intervals.fabric_spread)->default_value(cli.intervals.fabric_spread),
+      ("fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier(
+           [&cli](const std::string& v) { cli.intervals.fabric_spread = parse_double(v, "--fabric-spread"); }),
        "relative sd of inter-node bandwidth between node sets, for the 90 % intervals (docs/calibration.md)")
       ("deferral-estimate", po::value(&o.deferral_estimate)->default_value(o.deferral_estimate),
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "

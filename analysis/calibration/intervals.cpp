@@ -171,14 +171,18 @@ std::string format_interval(const Interval& interval, int precision) {
 
 FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow>& rows) {
   constexpr std::int64_t kMinBytes = std::int64_t{32} << 20;
-  // Across runs: rows of one (gpu, nodes, world, collective, size, placement) from several sources.
+  // Across runs: rows of one (cluster, nodes, world, collective, size, placement) from several files.
   std::map<std::tuple<std::string, int, int, std::string, std::int64_t, std::string>, std::vector<double>> runs;
   // Back to back: the two placements of one printed line (source, collective, world, size).
   std::map<std::tuple<std::string, std::string, int, int, std::int64_t>, std::map<std::string, double>> lines;
   for (const auto& r : rows) {
     if (r.nodes < 2 || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
     if (r.placement != "out-of-place" && r.placement != "in-place") continue;
-    runs[{r.gpu, r.nodes, r.world, r.collective, r.size_bytes, r.placement}].push_back(std::log(r.time_us));
+    // One cluster = one repository's rows of one GPU label: "github.com/KeitaW/p5-nccl-test-2024-07-19"
+    // holds three runs (NCCL 2.20 / 2.22 / 2.22 with tuner) of one pair of p5 nodes.
+    const std::string repository = r.source.substr(0, r.source.find(' '));
+    runs[{repository + "|" + r.gpu, r.nodes, r.world, r.collective, r.size_bytes, r.placement}].push_back(
+        std::log(r.time_us));
     lines[{r.source, r.collective, r.nodes, r.world, r.size_bytes}][r.placement] = std::log(r.time_us);
   }
   FabricSpreadEstimate e;
@@ -237,9 +241,16 @@ const std::vector<ParameterPrior>& parameter_priors() {
   return p;
 }
 
+void check_interval_options(const IntervalOptions& options) {
+  if (!(options.fabric_spread >= 0 && options.fabric_spread <= 1)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", options.fabric_spread);
+    throw_bad_usage("--fabric-spread", got, "a relative spread in [0, 1] (the standard deviation of log bandwidth, e.g. 0.023)");
+  }
+}
+
 Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options) {
-  if (!(options.fabric_spread >= 0) || !std::isfinite(options.fabric_spread))
-    throw_bad_usage("--fabric-spread", std::to_string(options.fabric_spread), "a relative spread >= 0 (e.g. 0.023)");
+  check_interval_options(options);
   Uncertainty u;
   u.fabric_spread = options.fabric_spread;
   u.fixed = options.fixed;
@@ -254,7 +265,7 @@ Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& opt
     u.covariance = fitted->covariance;
     if (u.covariance_parameters.empty())
       u.notes.push_back("calibration '" + fitted->name +
-                        "' has no covariance (schema 1): its fitted parameters are taken as exact");
+                        "' has no covariance: its fitted parameters are taken as exact");
     if (!fitted->model_error.empty()) {
       u.model_error = fitted->model_error;
       u.model_error_source = "leave-one-out of calibration '" + fitted->name + "' (" +

@@ -64,8 +64,8 @@ struct Interval {
 
 // (c) The relative standard deviation of inter-node bandwidth between repeated measurements of
 // one size on one cluster in the published nccl-tests rows (../shared/data/nccl-published):
-// bandwidth-bound rows (>= 32 MiB, >= 2 nodes); pooled over repeated runs of one cluster (same
-// GPU, nodes, world, collective, size, placement; several sources) and over back-to-back repeats
+// bandwidth-bound rows (>= 32 MiB, >= 2 nodes); pooled over repeated runs of one cluster (one
+// repository's files of one GPU label; same nodes, world, collective, size, placement) and over back-to-back repeats
 // (out-of-place vs in-place of one printed line), sd of log time. The larger of the two is used.
 struct FabricSpreadEstimate {
   double across_runs = 0;      // pooled sd between runs of one cluster
@@ -99,6 +99,9 @@ struct IntervalOptions {
   // collective_hbm_slowdown): the user's value is an input, not uncertain.
   std::set<std::string> fixed;
 };
+
+// UsageError naming --fabric-spread for a spread outside [0, 1].
+void check_interval_options(const IntervalOptions& options);
 
 // Everything uncertain about predictions made with one calibration (or none).
 struct Uncertainty {
