@@ -9,6 +9,7 @@ int run_step(std::span<const std::string> args);
 int run_plan(std::span<const std::string> args);
 int run_collective(std::span<const std::string> args);
 int run_whatif(std::span<const std::string> args);
+int run_recommend(std::span<const std::string> args);
 int run_deferral(std::span<const std::string> args);
 int run_measure(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);
@@ -19,11 +20,12 @@ int run_export(std::span<const std::string> args);
 int run_compare(std::span<const std::string> args);
 
 std::span<const Subcommand> subcommands() {
-  static constexpr std::array<Subcommand, 12> table{{
+  static constexpr std::array<Subcommand, 13> table{{
       {"step", "CPU reference Dion2/NorDion2 on a numerics case folder (all ranks simulated)", run_step},
       {"plan", "optimizer plan: shape groups, k, B, routing, bytes and FLOPs per phase", run_plan},
       {"collective", "simulate one collective on a fabric (nccl-tests style table)", run_collective},
       {"whatif", "predict training-step and optimizer time across scopes, nodes and fabrics", run_whatif},
+      {"recommend", "per cluster size: the scope and capacity_factor with the shortest step under a deferral target", run_recommend},
       {"deferral", "simulate global_capped deferral with the real capped pack; recommend capacity_factor", run_deferral},
       {"measure", "run the CUDA+NCCL optimizer on this machine's GPUs and record measured timings", run_measure},
       {"calibrate", "fit fabric and kernel-time parameters to measured runs, traces or CSV", run_calibrate},

@@ -180,6 +180,17 @@ double analytic_deferred_rows(const GroupPlan& g, std::int64_t world) {
   return deferred;
 }
 
+PlanDeferral analytic_deferral(const Plan& plan) {
+  PlanDeferral out;
+  for (const GroupPlan& g : plan.groups) {
+    if (g.path != Path::capped_packed) continue;
+    ++out.packed_groups;
+    out.deferred_rows += analytic_deferred_rows(g, plan.config.world);
+    out.winner_rows += g.N * g.k_tot;
+  }
+  return out;
+}
+
 DeferralSummary run_deferral(const DeferralConfig& c) {
   validate(c);
   const auto t0 = std::chrono::steady_clock::now();
@@ -187,7 +198,6 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
   DeferralSummary out;
   std::vector<std::int64_t> packed;
   std::int64_t elements = 0;
-  double analytic = 0.0;
   for (std::size_t i = 0; i < plan.groups.size(); ++i) {
     const GroupPlan& g = plan.groups[i];
     if (g.path != Path::capped_packed) {
@@ -198,7 +208,6 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
     elements += g.N * g.rows * g.cols;
     out.packed_rows += g.N * g.rows;
     out.group_c.push_back(g.c);
-    analytic += analytic_deferred_rows(g, c.plan.world);
   }
   out.packed_groups = static_cast<std::int64_t>(packed.size());
   out.mode = c.mode != DeferralMode::automatic ? c.mode
@@ -270,12 +279,8 @@ DeferralSummary run_deferral(const DeferralConfig& c) {
     out.deferred_fraction = static_cast<double>(out.deferred_rows) / static_cast<double>(out.winner_rows);
     out.nominal_fraction = static_cast<double>(out.winner_rows) / row_steps;
     out.effective_fraction = static_cast<double>(out.applied_rows) / row_steps;
-    std::int64_t first_step_winners = 0;
-    for (const GroupRun& r : runs) {
-      for (const StepCounts& rc : r.per_step_rank[0]) first_step_winners += rc.winner_rows;
-    }
-    out.analytic_deferred_fraction = analytic * static_cast<double>(c.trials) / static_cast<double>(first_step_winners);
   }
+  out.analytic_deferred_fraction = analytic_deferral(plan).fraction();
   out.step_p50 = quantile(step_fraction, 0.50);
   out.step_p99 = quantile(step_fraction, 0.99);
   out.step_max = step_fraction.empty() ? 0.0 : *std::max_element(step_fraction.begin(), step_fraction.end());

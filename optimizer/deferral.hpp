@@ -88,6 +88,20 @@ struct GroupRun {
 // hypergeometric variance; deferred = E[max(0, W - min(B, pr*L_r))].
 [[nodiscard]] double analytic_deferred_rows(const GroupPlan& g, std::int64_t world);
 
+// The §4.12 estimate of a whole plan: expected deferred rows over its packed groups, divided by
+// their winners (N * k_tot per group). The one analytic deferral figure: `deferral` reports it as
+// analytic_deferred_fraction, `whatif` and `recommend` as deferral_fraction (estimate analytic).
+// fraction = 0 when nothing is packed (every group routed to exact global, or not global_capped).
+struct PlanDeferral {
+  double deferred_rows = 0.0;     // expected, per step
+  std::int64_t winner_rows = 0;   // per step, packed groups only
+  std::int64_t packed_groups = 0;
+  [[nodiscard]] double fraction() const {
+    return winner_rows > 0 ? deferred_rows / static_cast<double>(winner_rows) : 0.0;
+  }
+};
+[[nodiscard]] PlanDeferral analytic_deferral(const Plan& plan);
+
 struct DeferralSummary {
   DeferralMode mode = DeferralMode::exact;  // the mode actually used
   std::int64_t packed_groups = 0, routed_groups = 0;

@@ -96,6 +96,10 @@ def load_whatif_rows(db_path):
         con.close()
     rows = list(runs.values())
     for r in rows:
+        # deferral_fraction (issue 19: the deferral engine's estimate, a fraction) is shown in percent
+        # as deferral_pct; runs stored before it hold deferral_pct itself (whatif's own formula).
+        if "deferral_fraction" in r["metrics"]:
+            r["metrics"]["deferral_pct"] = 100.0 * r["metrics"]["deferral_fraction"]
         for suffix in ("", "_lo", "_hi"):
             if "a2a_payload_bytes" + suffix in r["metrics"]:
                 r["metrics"]["a2a_payload_MB" + suffix] = r["metrics"]["a2a_payload_bytes" + suffix] / 1e6

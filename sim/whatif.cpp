@@ -12,6 +12,7 @@
 #include "common/parse.hpp"
 #include "sim/whatif_metrics.hpp"
 #include "topologies/topology_file.hpp"
+#include "optimizer/deferral.hpp"
 #include "optimizer/plan_json.hpp"
 
 namespace dionsim::sim {
@@ -108,6 +109,14 @@ nlohmann::json to_json(const WhatifConfig& c) {
   if (c.rank_skew_ms) j["rank_skew_ms"] = *c.rank_skew_ms;  // only when set: earlier hashes stay
   if (c.collective_hbm_slowdown) j["collective_hbm_slowdown"] = *c.collective_hbm_slowdown;
   if (c.host_ahead) j["host_ahead"] = true;
+  // The analytic estimate is the default and leaves the hash as it was; a simulated one names
+  // everything its number depends on.
+  if (c.plan.scope == opt::Scope::global_capped && c.deferral.estimator == DeferralEstimator::simulated) {
+    j["deferral_estimate"] = "simulated";
+    j["deferral_steps"] = c.deferral.steps;
+    j["deferral_norms"] = c.deferral.stream.text;
+    j["deferral_seed"] = c.deferral.seed;
+  }
   // Issue 17's keys, only where they differ from what earlier runs did (their hashes stay).
   if (f.gpus_per_nvlink_domain != c.gpus_per_node) j["gpus_per_nvlink_domain"] = f.gpus_per_nvlink_domain;
   if (f.network != topo::Network::infiniband) j["network"] = topo::to_string(f.network);
@@ -333,26 +342,6 @@ DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world) {
   return static_cast<DurationNs>(std::llround(sigma_ms * 1e6 * it->second));
 }
 
-double predicted_deferral_fraction(const opt::GroupPlan& g, double fraction, std::int64_t world) {
-  if (g.path != opt::Path::capped_packed || world <= 1) {
-    return 0.0;
-  }
-  const double w = static_cast<double>(world);
-  const double mu = static_cast<double>(g.pr) * static_cast<double>(g.k_tot) / w;
-  const double var = static_cast<double>(g.pr) * static_cast<double>(g.k) * (1.0 - 1.0 / w) * (1.0 - fraction);
-  if (mu <= 0.0) {
-    return 0.0;
-  }
-  if (var <= 0.0) {
-    return std::max(0.0, mu - static_cast<double>(g.B)) / mu;
-  }
-  const double sigma = std::sqrt(var);
-  const double z = (static_cast<double>(g.B) - mu) / sigma;
-  const double phi = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
-  const double tail = 0.5 * std::erfc(z / std::sqrt(2.0));  // 1 - Phi(z)
-  return std::max(0.0, (sigma * phi - (static_cast<double>(g.B) - mu) * tail) / mu);
-}
-
 opt::PlanConfig WhatifConfig::plan_config() const {
   opt::PlanConfig pc = plan;
   pc.world = shard_world();
@@ -393,6 +382,151 @@ StepFabric replica_fabric(const WhatifConfig& c) {
 }
 
 }  // namespace
+
+DeferralEstimator parse_deferral_estimator(std::string_view text, std::string_view flag) {
+  if (text == "analytic") return DeferralEstimator::analytic;
+  if (text == "simulated") return DeferralEstimator::simulated;
+  throw_bad_usage(flag, text, "analytic or simulated");
+}
+
+std::string_view to_string(DeferralEstimator e) {
+  return e == DeferralEstimator::analytic ? "analytic" : "simulated";
+}
+
+Routing routing_of(const opt::Plan& plan) {
+  Routing r;
+  for (const auto& g : plan.groups) {
+    switch (g.path) {
+      case opt::Path::capped_packed: ++r.packed; break;
+      case opt::Path::global: ++r.exact_global; break;
+      case opt::Path::local: ++r.local; break;
+      case opt::Path::ddp:
+      case opt::Path::single: ++r.unsharded; break;
+    }
+    if (g.c > 0.0) {  // a global_capped group (c is 0 for every other scope)
+      r.capacity_factor_min = std::min(r.capacity_factor_min.value_or(g.c), g.c);
+      r.capacity_factor_max = std::max(r.capacity_factor_max.value_or(g.c), g.c);
+    }
+    if (g.path == opt::Path::local && g.kw >= g.rows) {
+      if (r.local_all_rows++ == 0) {
+        r.local_example_kw = g.kw;
+        r.local_example_rows = g.rows;
+      }
+    }
+  }
+  return r;
+}
+
+std::string routing_text(const Routing& r) {
+  return std::to_string(r.packed) + "/" + std::to_string(r.exact_global) + "/" + std::to_string(r.local);
+}
+
+std::string resolved_capacity_text(const Routing& r) {
+  if (!r.capacity_factor_min) return "-";
+  char buf[64];
+  if (*r.capacity_factor_max - *r.capacity_factor_min < 5e-5) {
+    std::snprintf(buf, sizeof buf, "%.4f", *r.capacity_factor_min);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f-%.3f", *r.capacity_factor_min, *r.capacity_factor_max);
+  }
+  return buf;
+}
+
+nlohmann::json routing_json(const Routing& r) {
+  return {{"packed", r.packed}, {"exact_global", r.exact_global}, {"local", r.local}, {"unsharded", r.unsharded}};
+}
+
+namespace {
+
+// The note of a configuration, its capacity factors given as text (one, or a sweep's list).
+std::string note_text(const WhatifConfig& c, const Routing& r, const std::string& capacities) {
+  const std::string what = std::string(opt::to_string(c.plan.scope)) + " (fraction " + shortest(c.plan.fraction) +
+                           (c.plan.scope == opt::Scope::global_capped ? ", c " + capacities : "") + ") at world " +
+                           std::to_string(c.shard_world());
+  const std::int64_t groups = r.packed + r.exact_global + r.local + r.unsharded;
+  if (c.plan.scope == opt::Scope::global_capped && r.packed == 0 && r.exact_global > 0) {
+    return what + ": every one of the " + std::to_string(r.exact_global) +
+           " capped groups is routed to exact global (B + 1 >= pr·pl, or 2·pr > cols, spec §4.1) — this is global, "
+           "and nothing can be deferred";
+  }
+  if (c.plan.scope == opt::Scope::local && r.local_all_rows > 0) {
+    return what + ": " + std::to_string(r.local_all_rows) + " of " + std::to_string(groups) +
+           " groups select k·w >= rows (e.g. " + std::to_string(r.local_example_kw) + " of " +
+           std::to_string(r.local_example_rows) + " rows per matrix): every row is applied, not the fraction asked";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string degeneracy_note(const WhatifConfig& c, const Routing& r) {
+  return note_text(c, r, opt::capacity_factor_text(c.plan.capacity_factor));
+}
+
+std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& configs, const opt::Inventory& inventory) {
+  // One note per distinct text; global_capped's capacity factors with the same note are listed in one.
+  std::vector<std::pair<std::string, std::vector<std::string>>> notes;  // (text with a c placeholder, c's)
+  std::vector<const WhatifConfig*> firsts;
+  std::vector<Routing> routings;
+  for (const auto& c : configs) {
+    if (c.plan.scope == opt::Scope::global) continue;  // exact by construction
+    const Routing r = routing_of(opt::make_plan(inventory, c.plan_config()));
+    const std::string key = note_text(c, r, "\x01");
+    if (key.empty()) continue;
+    auto it = std::find_if(notes.begin(), notes.end(), [&](const auto& n) { return n.first == key; });
+    if (it == notes.end()) {
+      notes.push_back({key, {}});
+      firsts.push_back(&c);
+      routings.push_back(r);
+      it = notes.end() - 1;
+    }
+    const std::string cap = opt::capacity_factor_text(c.plan.capacity_factor);
+    if (std::find(it->second.begin(), it->second.end(), cap) == it->second.end()) it->second.push_back(cap);
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < notes.size(); ++i) {
+    std::string caps;
+    for (const auto& cap : notes[i].second) caps += (caps.empty() ? "" : ", ") + cap;
+    out.push_back(note_text(*firsts[i], routings[i], caps));
+  }
+  return out;
+}
+
+DeferralResult estimate_deferral(const WhatifConfig& c, const opt::Inventory& inventory, const opt::Plan& plan,
+                                 DeferralEstimator estimator) {
+  DeferralResult out;
+  out.estimator = std::string(to_string(estimator));
+  if (c.plan.scope != opt::Scope::global_capped || c.shard_world() < 2) return out;  // no capped path
+  if (estimator == DeferralEstimator::analytic) {
+    out.fraction = opt::analytic_deferral(plan).fraction();
+    return out;
+  }
+  opt::DeferralConfig d;
+  d.inventory = inventory;
+  d.plan.optimizer = c.plan.optimizer;
+  d.plan.world = c.shard_world();
+  d.plan.fraction = c.plan.fraction;
+  d.plan.capacity_factor = c.plan.capacity_factor;
+  d.stream = c.deferral.stream;
+  d.steps = c.deferral.steps;
+  d.seed = c.deferral.seed;
+  d.threads = c.deferral.threads;
+  const opt::DeferralSummary s = opt::run_deferral(d);
+  out.fraction = s.deferred_fraction;
+  out.mode = std::string(opt::to_string(s.mode));
+  return out;
+}
+
+opt::SelectionQuality measure_quality(const WhatifConfig& c, const opt::Inventory& inventory) {
+  opt::SelectionQualityConfig q;
+  q.plan = c.plan_config();
+  q.inventory = inventory;
+  q.stream = c.deferral.stream;
+  q.steps = c.deferral.steps;
+  q.seed = c.deferral.seed;
+  q.threads = c.deferral.threads;
+  return opt::measure_selection_quality(q);
+}
 
 WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& inventory, const KernelModel& kernels) {
   WhatifResult r;
@@ -486,14 +620,12 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   }
   r.exposed_comm_ns = r.fwd_bwd.fsdp_exposed_ns + r.opt.exposed_comm_ns;
   r.mfu_pct = mfu_pct(tc, r.step_wall_ns);
+  r.routing = routing_of(r.plan);
   if (config.plan.scope == opt::Scope::global_capped) {
-    double deferred = 0.0, winners = 0.0;
-    for (const auto& g : r.plan.groups) {
-      const double group_winners = static_cast<double>(g.N) * static_cast<double>(g.k_tot);
-      deferred += predicted_deferral_fraction(g, config.plan.fraction, config.shard_world()) * group_winners;
-      winners += group_winners;
-    }
-    r.deferral_pct = winners > 0.0 ? 100.0 * deferred / winners : 0.0;
+    const DeferralResult d = estimate_deferral(config, inventory, r.plan, config.deferral.estimator);
+    r.deferral_fraction = d.fraction;
+    r.deferral_estimator = d.estimator;
+    r.deferral_mode = d.mode;
   }
   return r;
 }
@@ -510,6 +642,12 @@ nlohmann::json metrics_json(const WhatifResult& r) {
     } else {
       out[std::string(m.name)] = *v;
     }
+  }
+  out["routing"] = routing_json(r.routing);
+  if (r.quality) out["selection_quality"] = opt::to_json(*r.quality);
+  if (r.deferral_fraction) {
+    out["deferral_estimate"] = r.deferral_estimator;
+    if (!r.deferral_mode.empty()) out["deferral_mode"] = r.deferral_mode;
   }
   return out;
 }
@@ -575,6 +713,12 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.rank_skew_ms = o.rank_skew_ms;
   base.collective_hbm_slowdown = o.collective_hbm_slowdown;
   base.host_ahead = o.host_ahead;
+  base.deferral.estimator = parse_deferral_estimator(o.deferral_estimate, "--deferral-estimate");
+  base.deferral.stream = opt::parse_norm_stream(o.norms, "--norms");
+  if (o.deferral_steps < 1 || o.deferral_steps > 100000) {
+    throw_bad_usage("--steps", std::to_string(o.deferral_steps), "an integer in [1, 100000]");
+  }
+  base.deferral.steps = o.deferral_steps;
   study.fwd_bwd_mss = double_list(o.fwd_bwd_ms, "--fwd-bwd-ms");
   study.mfus = double_list(o.mfu, "--mfu");
   // The base holds the first value: a calibration fills fwd/bwd only where neither is given.
@@ -607,9 +751,9 @@ WhatifStudy make_study(const WhatifOptions& o) {
 std::string table_header(bool intervals) {
   char buf[512];
   const int w = intervals ? 8 : 0;  // room for " ± half" (half at least 5 wide)
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %*s %*s %9s %6s %9s %*s %9s %*s %8s %5s %8s", "fabric",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5s %6s %5s %6s %*s %*s %9s %6s %9s %*s %9s %*s %8s %5s %8s %8s %11s", "fabric",
                 "scope", "frac", "cap", "nodes", "world", 9 + w, "step_ms", 8 + w, "opt_ms", "optgpu_ms", "idle%",
-                "a2a_MB", 8 + w, "a2a_ms", "exposed_ms", 6 + w, "mfu%", "defer%", "shard", "tok/gpu");
+                "a2a_MB", 8 + w, "a2a_ms", "exposed_ms", 6 + w, "mfu%", "defer%", "shard", "tok/gpu", "p/g/l", "c_used");
   return buf;
 }
 
@@ -618,9 +762,9 @@ std::string table_row(const WhatifResult& r, const std::map<std::string, double>
   const std::string cap = c.plan.scope != opt::Scope::global_capped ? "-"
                           : c.plan.capacity_factor             ? shortest(*c.plan.capacity_factor)
                                                                : "auto";
-  const std::string defer = r.deferral_pct ? [&] {
+  const std::string defer = r.deferral_fraction ? [&] {
     char b[32];
-    std::snprintf(b, sizeof b, "%.4f", *r.deferral_pct);
+    std::snprintf(b, sizeof b, "%.4f", 100.0 * *r.deferral_fraction);
     return std::string(b);
   }() : "-";
   // A value, or "value ± half" when the metric has an interval.
@@ -635,13 +779,14 @@ std::string table_row(const WhatifResult& r, const std::map<std::string, double>
   };
   char buf[640];
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
-  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld",
+  std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld %8s %11s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.plan.scope)).c_str(), c.plan.fraction, cap.c_str(), c.nodes,
                 static_cast<long long>(c.world()), col(ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
                 col(ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
                 static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),
                 ms(r.exposed_comm_ns), col(r.mfu_pct, "mfu_pct", 6, 2).c_str(), defer.c_str(), shard.c_str(),
-                static_cast<long long>(c.tokens_per_gpu));
+                static_cast<long long>(c.tokens_per_gpu), routing_text(r.routing).c_str(),
+                resolved_capacity_text(r.routing).c_str());
   return buf;
 }
 

@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "optimizer/deferral_stream.hpp"
 #include "optimizer/inventory.hpp"
 #include "optimizer/plan.hpp"
+#include "optimizer/selection_quality.hpp"
 #include "sim/kernel_model.hpp"
 #include "sim/step_collectives.hpp"
 #include "sim/step_program.hpp"
@@ -20,6 +22,24 @@
 #include "topologies/topology.hpp"
 
 namespace dionsim::sim {
+
+// How global_capped's deferral is estimated (whatif, recommend): always by the deferral engine
+// (optimizer/deferral.hpp), in one unit, the fraction of winner rows deferred per step.
+//   analytic  — §4.12's normal approximation per (sender, destination) chunk, first step, iid
+//               gradients (opt::analytic_deferral): what `deferral` reports as analytic_deferred_fraction.
+//   simulated — opt::run_deferral: `steps` steps of momentum + error feedback with the optimizer's
+//               own capped selection and pack, gradients from `stream` (--norms), mode auto (exact
+//               rows when they fit, else the reduced energy model): `deferral`'s deferred_fraction.
+enum class DeferralEstimator { analytic, simulated };
+[[nodiscard]] DeferralEstimator parse_deferral_estimator(std::string_view text, std::string_view flag);
+[[nodiscard]] std::string_view to_string(DeferralEstimator e);
+struct DeferralEstimate {
+  DeferralEstimator estimator = DeferralEstimator::analytic;
+  std::int64_t steps = 20;   // simulated: optimizer steps (the deferral engine's default)
+  opt::NormStream stream;    // simulated: gradient statistics (replay: loaded by the caller)
+  std::uint64_t seed = 0;    // simulated: the engine's counter-based random numbers
+  int threads = 2;           // simulated: results do not depend on it
+};
 
 // One configuration.
 struct WhatifConfig {
@@ -67,6 +87,7 @@ struct WhatifConfig {
   // launches cost host time (reported as opt_cpu_span_ms) but do not hold up the GPU. A
   // calibration's fitted host_launch_us applies this way; --host-launch-us alone blocks.
   bool host_ahead = false;
+  DeferralEstimate deferral;  // global_capped only
   [[nodiscard]] std::int64_t world() const { return static_cast<std::int64_t>(nodes) * gpus_per_node; }
   // The optimizer's world: the shard group under HSDP, else the world.
   [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world(); }
@@ -119,6 +140,45 @@ struct OptimizerCollective {
   CollectiveChoice choice;
 };
 
+// How a plan routes its shape groups (spec §1.6, §4.1): packed = global_capped's pooled pack;
+// exact_global = the full-shard all-to-all of global, and capped groups §4.1 routes there
+// (B + 1 >= pr·pl or 2·pr > cols); local = per-shard top-k; unsharded = DDP / single (world 1 or
+// unsharded parameters). capacity_factor_min/max: the c global_capped's groups use (what `auto`
+// resolved to, per group: 1 + 2·sqrt((1 − 1/w)/(pr·k))), nullopt for other scopes.
+struct Routing {
+  std::int64_t packed = 0, exact_global = 0, local = 0, unsharded = 0;
+  std::optional<double> capacity_factor_min, capacity_factor_max;
+  // Groups whose local selection takes at least every real row: k·w >= rows (local at 8192 ranks
+  // selects 8192 of a matrix's 5120 rows; the fraction asked is not what is applied).
+  std::int64_t local_all_rows = 0;
+  std::int64_t local_example_kw = 0, local_example_rows = 0;  // one such group, for the message
+};
+[[nodiscard]] Routing routing_of(const opt::Plan& plan);
+// "packed/global/local" counts, e.g. "0/5/0"; "c" text: "1.0029", "1.02-1.10" or "-".
+[[nodiscard]] std::string routing_text(const Routing& r);
+[[nodiscard]] std::string resolved_capacity_text(const Routing& r);
+[[nodiscard]] nlohmann::json routing_json(const Routing& r);
+// Why a configuration is not what its scope promises, in one line for people (empty when it is
+// what it says): global_capped with every group routed to exact global (it is global, and nothing
+// can be deferred), local selecting k·w >= rows. `what` names the configuration.
+[[nodiscard]] std::string degeneracy_note(const WhatifConfig& config, const Routing& routing);
+// The distinct notes of a sweep's configurations, in order (each printed once): plans only, cheap.
+[[nodiscard]] std::vector<std::string> degeneracy_notes(const std::vector<WhatifConfig>& configs,
+                                                        const opt::Inventory& inventory);
+
+// global_capped's deferral of one configuration by the deferral engine (DeferralEstimate).
+struct DeferralResult {
+  double fraction = 0.0;   // deferred winner rows / winner rows
+  std::string estimator;   // "analytic" | "simulated"
+  std::string mode;        // simulated: the engine's mode (exact | reduced); analytic: ""
+};
+[[nodiscard]] DeferralResult estimate_deferral(const WhatifConfig& config, const opt::Inventory& inventory,
+                                               const opt::Plan& plan, DeferralEstimator estimator);
+
+// The selection quality of a configuration's plan at its optimizer world (shard world), with its
+// DeferralEstimate's gradient stream, steps and seed.
+[[nodiscard]] opt::SelectionQuality measure_quality(const WhatifConfig& config, const opt::Inventory& inventory);
+
 struct WhatifResult {
   WhatifConfig config;
   std::int64_t layers = 0;  // FSDP units the step was simulated with (0 = whole-step bound)
@@ -131,7 +191,12 @@ struct WhatifResult {
   DurationNs step_wall_ns = 0;
   DurationNs exposed_comm_ns = 0;  // FSDP beyond the compute + optimizer collectives the GPU waits on
   double mfu_pct = 0.0;
-  std::optional<double> deferral_pct;  // predicted (spec §4.12), packed global_capped groups only
+  // Fraction of winner rows deferred per step (DeferralEstimate), global_capped only; printed as %.
+  std::optional<double> deferral_fraction;
+  std::string deferral_estimator;  // "analytic" | "simulated" (with deferral_fraction)
+  std::string deferral_mode;       // simulated: exact | reduced
+  Routing routing;
+  std::optional<opt::SelectionQuality> quality;  // measured by recommend for its pick and runner-up
   std::int64_t params = 0;
   // The measured rank's expected wait in the step's first collective (config.rank_skew_ms), and
   // that collective's kind. `opt` is the slowest rank's step (the critical path, which sets the
@@ -186,6 +251,8 @@ struct WhatifOptions {
   double host_launch_us = 0.0;
   bool host_ahead = false;
   std::optional<double> rank_skew_ms, collective_hbm_slowdown;
+  std::string deferral_estimate = "analytic", norms = "iid";  // DeferralEstimate
+  std::int64_t deferral_steps = 20;
 };
 [[nodiscard]] WhatifStudy make_study(const WhatifOptions& options);
 
@@ -207,9 +274,5 @@ struct WhatifOptions {
 // independently from N(0, σ²): E[max over the world] − E[own arrival] = σ·E[max of `world` standard
 // normals]. 0 for world 1 or σ = 0.
 [[nodiscard]] DurationNs expected_rank_wait_ns(double sigma_ms, std::int64_t world);
-
-// Expected deferred fraction of the winners of one packed group (spec §4.12: hypergeometric
-// winner scatter, normal approximation); 0 for other paths.
-[[nodiscard]] double predicted_deferral_fraction(const opt::GroupPlan& group, double fraction, std::int64_t world);
 
 }  // namespace dionsim::sim

@@ -36,7 +36,15 @@ const std::vector<WhatifMetric> kMetrics = {
     {"replica_reduce_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.replica_reduce_ns); }},
     {"fsdp_layers", "", [](R r) -> M { return static_cast<double>(r.layers); }, MetricOutput::integer},
     {"mfu_pct", "pct", [](R r) -> M { return r.mfu_pct; }},
-    {"deferral_pct", "pct", [](R r) -> M { return r.deferral_pct; }},
+    // A fraction (issue 19; before it: deferral_pct, in percent, whatif's own formula — a stored
+    // run of that name is read as deferral_fraction = deferral_pct / 100, docs/database.md).
+    {"deferral_fraction", "", [](R r) -> M { return r.deferral_fraction; }},
+    {"groups_packed", "", [](R r) -> M { return static_cast<double>(r.routing.packed); }, MetricOutput::integer},
+    {"groups_exact_global", "", [](R r) -> M { return static_cast<double>(r.routing.exact_global); }, MetricOutput::integer},
+    {"groups_local", "", [](R r) -> M { return static_cast<double>(r.routing.local); }, MetricOutput::integer},
+    {"groups_unsharded", "", [](R r) -> M { return static_cast<double>(r.routing.unsharded); }, MetricOutput::integer},
+    {"capacity_factor_resolved_min", "", [](R r) -> M { return r.routing.capacity_factor_min; }},
+    {"capacity_factor_resolved_max", "", [](R r) -> M { return r.routing.capacity_factor_max; }},
     {"opt_kernel_launches", "", [](R r) -> M { return static_cast<double>(r.opt.launches); }, MetricOutput::integer},
     {"opt_collectives", "", [](R r) -> M { return static_cast<double>(r.opt.collectives); }, MetricOutput::integer},
     {"params", "", [](R r) -> M { return static_cast<double>(r.params); }, MetricOutput::integer},

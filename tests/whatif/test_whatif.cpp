@@ -8,6 +8,7 @@
 
 #include "analysis/perfetto/perfetto.hpp"
 #include "common/error.hpp"
+#include "optimizer/deferral.hpp"
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
 #include "analysis/calibration/parameters.hpp"
@@ -176,23 +177,96 @@ TEST_CASE("whatif: a trace parses as JSON and its events nest per thread", "[wha
   CHECK_THROWS_AS(trace_ranks("16", 16), UsageError);
 }
 
-TEST_CASE("whatif: predicted deferral follows spec §4.12", "[whatif]") {
-  // c = 1 at w = 4, pr*k = 2880 -> ~0.40 * sqrt((1 - 1/w) / (pr k)) without the (1-f) factor;
-  // with it sigma shrinks by sqrt(0.75). Auto c (z = 2) gives far less than c = 1.
-  opt::PlanConfig pc;
-  pc.world = 4;
-  pc.scope = opt::Scope::global_capped;
-  pc.fraction = 0.25;
-  pc.capacity_factor = 1.0;
-  const auto g = opt::plan_group(5120, 5120, 33, pc);
-  REQUIRE(g.path == opt::Path::capped_packed);
-  const double expect = 0.3989 * std::sqrt(0.75 * 0.75 / 2880.0);  // phi(0) * sigma / mu at z = 0
-  CHECK(predicted_deferral_fraction(g, 0.25, 4) == Approx(expect).epsilon(0.02));
-  pc.capacity_factor.reset();
-  const auto g_auto = opt::plan_group(5120, 5120, 33, pc);
-  CHECK(predicted_deferral_fraction(g_auto, 0.25, 4) < predicted_deferral_fraction(g, 0.25, 4) / 20);
-  pc.scope = opt::Scope::local;
-  CHECK(predicted_deferral_fraction(opt::plan_group(5120, 5120, 33, pc), 0.25, 4) == 0.0);
+TEST_CASE("whatif: deferral is the deferral engine's estimate, as a fraction", "[whatif][deferral]") {
+  // Issue 19 item 5: one estimator. whatif's deferral_fraction is opt::analytic_deferral (the figure
+  // `deferral` reports as analytic_deferred_fraction) or, simulated, run_deferral's deferred_fraction
+  // for the same world, fraction, c, steps and seed.
+  auto study = seed_study();
+  study.scopes = {opt::Scope::global_capped};
+  study.capacity_factors = {1.0};
+  study.nodes = {1};
+  study.gpus_per_node = 4;
+  const auto inventory = opt::seed_5120x8();
+  const auto model = h100();
+  auto config = expand(study).front();
+  const auto analytic = run_whatif(config, inventory, model);
+  REQUIRE(analytic.deferral_fraction.has_value());
+  CHECK(analytic.deferral_estimator == "analytic");
+  opt::DeferralConfig d;
+  d.inventory = inventory;
+  d.plan.optimizer = config.plan.optimizer;
+  d.plan.world = 4;
+  d.plan.fraction = 0.25;
+  d.plan.capacity_factor = 1.0;
+  d.steps = 3;
+  const auto engine = opt::run_deferral(d);
+  CHECK(*analytic.deferral_fraction == engine.analytic_deferred_fraction);
+  // c = 1 at w = 4 (pr = 9, k = 320 per group of 33 matrices): a fraction of a percent, well above
+  // what auto c (z = 2) leaves.
+  CHECK(*analytic.deferral_fraction > 1e-3);
+  CHECK(*analytic.deferral_fraction < 0.05);
+  CHECK(metrics_json(analytic)["deferral_fraction"].get<double>() == *analytic.deferral_fraction);
+  CHECK(metrics_json(analytic)["deferral_estimate"] == "analytic");
+  config.deferral.estimator = DeferralEstimator::simulated;
+  config.deferral.steps = 3;
+  const auto simulated = run_whatif(config, inventory, model);
+  CHECK(*simulated.deferral_fraction == engine.deferred_fraction);
+  CHECK(simulated.deferral_mode == std::string(opt::to_string(engine.mode)));
+  CHECK(to_json(config)["deferral_estimate"] == "simulated");  // the hash names the estimate
+  config.plan.capacity_factor.reset();
+  config.deferral.estimator = DeferralEstimator::analytic;
+  CHECK(*run_whatif(config, inventory, model).deferral_fraction < *analytic.deferral_fraction / 20);
+  CHECK_FALSE(to_json(config).contains("deferral_estimate"));  // analytic: earlier hashes stay
+  config.plan.scope = opt::Scope::local;
+  CHECK_FALSE(run_whatif(config, inventory, model).deferral_fraction.has_value());
+}
+
+TEST_CASE("whatif: routing counts and the resolved c; degenerate scopes are named", "[whatif][routing]") {
+  // Issue 19 item 7 on gpt-14b's inventory at 8192 GPUs: auto c routes every capped group to exact
+  // global; local selects k·w = 8192 of 5120 rows.
+  const auto inventory = opt::load_inventory("gpt-14b");
+  WhatifStudy s;
+  s.base.model = "gpt-14b";
+  s.base.mfu = 0.45;
+  s.scopes = {opt::Scope::local, opt::Scope::global, opt::Scope::global_capped};
+  s.fractions = {0.25};
+  s.capacity_factors = {std::nullopt, 1.0};
+  s.gpus = {512, 8192};
+  s.fabrics = {topo::preset("h100-ndr400")};
+  const auto configs = expand(s);
+  std::int64_t groups = 0;
+  for (const auto& c : configs) {
+    const auto plan = opt::make_plan(inventory, c.plan_config());
+    const Routing r = routing_of(plan);
+    groups = static_cast<std::int64_t>(plan.groups.size());
+    CHECK(r.packed + r.exact_global + r.local + r.unsharded == groups);
+    if (c.plan.scope == opt::Scope::global) CHECK(r.exact_global == groups);
+    if (c.plan.scope == opt::Scope::local) CHECK(r.local == groups);
+    if (c.plan.scope != opt::Scope::global_capped) CHECK_FALSE(r.capacity_factor_min.has_value());
+    if (c.plan.scope == opt::Scope::global_capped && c.world() == 8192 && !c.plan.capacity_factor) {
+      CHECK(r.packed == 0);
+      CHECK(r.exact_global == groups);
+      CHECK(*r.capacity_factor_min > 1.0);
+      CHECK(degeneracy_note(c, r).find("routed to exact global") != std::string::npos);
+    }
+    if (c.plan.scope == opt::Scope::global_capped && c.world() == 512) {
+      CHECK(r.packed > 0);
+      CHECK(degeneracy_note(c, r).empty());
+      if (c.plan.capacity_factor) CHECK(*r.capacity_factor_min == 1.0);
+      if (c.plan.capacity_factor) CHECK(*r.capacity_factor_max == 1.0);
+    }
+    if (c.plan.scope == opt::Scope::local && c.world() == 8192) {
+      CHECK(r.local_all_rows >= 1);
+      CHECK(r.local_example_kw == 8192);
+      CHECK(degeneracy_note(c, r).find("8192 of 5120 rows") != std::string::npos);
+    }
+    if (c.plan.scope == opt::Scope::local && c.world() == 512) CHECK(degeneracy_note(c, r).empty());
+  }
+  REQUIRE(groups > 0);
+  const auto notes = degeneracy_notes(configs, inventory);
+  CHECK(notes.size() == 2);  // local and global_capped (auto) at 8192; c = 1 still packs there
+  const auto r = run_whatif(configs.back(), inventory, h100());
+  CHECK(metrics_json(r)["routing"]["exact_global"].get<std::int64_t>() + metrics_json(r)["routing"]["packed"].get<std::int64_t>() == groups);
 }
 
 TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
