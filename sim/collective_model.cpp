@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <stdexcept>
+#include <string>
 
 #include "common/error.hpp"
 
@@ -292,11 +296,45 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy) + options_.call_overhead_us;
 }
 
+namespace {
+// A DES all-to-all's time is a pure function of the fabric as the DES sees it, the cluster, the
+// size, the mode and PXN. whatif's interval model re-runs one configuration 30–40 times with
+// perturbed kernel and step parameters, each with a new CollectiveModel: one process-wide table
+// spares rebuilding (and re-simulating on) an 8192-GPU topology each time. The key holds every
+// FabricSpec field but the output-only ones (name, nic, nvlink_generation): a new field that
+// shapes the topology must join it.
+std::string shared_transfer_key(const topo::FabricSpec& s, int hosts, int gpus_per_node, Mode mode,
+                                std::int64_t bytes, bool pxn) {
+  std::ostringstream k;
+  k.precision(17);
+  k << s.gpus_per_host << ' ' << s.gpus_per_nvlink_domain << ' ' << s.nvlink_GBps << ' ' << s.nvlink_latency_us << ' '
+    << s.nvlink_efficiency << ' ' << static_cast<int>(s.network) << ' ' << s.nic_GBps << ' ' << s.nic_latency_us << ' '
+    << s.net_step_latency_us << ' ' << s.nic_efficiency << ' ' << s.planes << ' ' << static_cast<int>(s.layout) << ' '
+    << s.leaf_radix << ' ' << s.oversubscription << " | " << hosts << ' ' << gpus_per_node << ' '
+    << static_cast<int>(mode) << ' ' << bytes << ' ' << pxn;
+  return k.str();
+}
+std::mutex shared_transfers_mutex;
+std::map<std::string, double>& shared_transfers() {
+  static std::map<std::string, double> table;
+  return table;
+}
+constexpr std::size_t kSharedTransfersMax = 1 << 16;  // entries; cleared when full (bounded memory)
+}  // namespace
+
 double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) const {
   if (ranks() <= 1 || bytes <= 0) return 0;
   std::lock_guard lock(mutex_);
   const auto key = std::make_pair(static_cast<int>(mode), bytes);
   if (const auto it = transfer_cache_.find(key); it != transfer_cache_.end()) return it->second;
+  const std::string shared_key = shared_transfer_key(spec_, hosts_, gpus_per_node_, mode, bytes, options_.pxn);
+  {
+    std::lock_guard shared_lock(shared_transfers_mutex);
+    if (const auto it = shared_transfers().find(shared_key); it != shared_transfers().end()) {
+      transfer_cache_.emplace(key, it->second);
+      return it->second;
+    }
+  }
   if (!topology_) topology_ = std::make_unique<topo::Topology>(spec_, hosts_, gpus_per_node_);
   CollectiveSpec spec;
   spec.op = CollectiveOp::alltoall;
@@ -305,6 +343,9 @@ double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) cons
   spec.pxn = options_.pxn;
   const double us = simulate_collective(*topology_, spec, mode).time.to_us();
   transfer_cache_.emplace(key, us);
+  std::lock_guard shared_lock(shared_transfers_mutex);
+  if (shared_transfers().size() >= kSharedTransfersMax) shared_transfers().clear();
+  shared_transfers().emplace(shared_key, us);
   return us;
 }
 
