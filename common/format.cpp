@@ -18,4 +18,6 @@ std::string format(const char* fmt, ...) {
   return out;
 }
 
+std::string format_g(double v) { return format("%g", v); }
+
 }  // namespace dionsim

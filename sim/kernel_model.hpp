@@ -20,6 +20,7 @@
 namespace dionsim::sim {
 
 using DurationNs = std::int64_t;
+[[nodiscard]] inline double ns_to_ms(DurationNs ns) { return static_cast<double>(ns) * 1e-6; }
 
 // A GPU model. Sources of the presets: kernel_model.cpp and docs/whatif.md ("GPU presets").
 struct Hardware {

@@ -7,19 +7,12 @@
 #include <numeric>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "optimizer/plan_json.hpp"
 
 namespace dionsim::sim {
 
 namespace {
-
-double ms(DurationNs ns) { return static_cast<double>(ns) * 1e-6; }
-
-std::string shortest(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 int scope_rank(opt::Scope s) {
   switch (s) {
@@ -73,8 +66,8 @@ nlohmann::json candidate_json(const RecommendCandidate& c) {
       {"scope", std::string(opt::to_string(r.config.plan.scope))},
       {"capacity_factor", r.config.plan.scope == opt::Scope::global_capped ? opt::capacity_factor_json(r.config.plan.capacity_factor)
                                                                       : nlohmann::json(nullptr)},
-      {"step_wall_ms", ms(r.step_wall_ns)},
-      {"opt_wall_ms", ms(r.opt_wall_seen_ns())},
+      {"step_wall_ms", ns_to_ms(r.step_wall_ns)},
+      {"opt_wall_ms", ns_to_ms(r.opt_wall_seen_ns())},
       {"a2a_payload_bytes", r.plan.a2a_payload_bytes},
       {"deferral_fraction", c.deferral_fraction ? nlohmann::json(*c.deferral_fraction) : nlohmann::json(nullptr)},
       {"deferral_estimate", c.deferral_fraction ? nlohmann::json(c.deferral_estimator) : nlohmann::json(nullptr)},
@@ -121,12 +114,12 @@ bool RecommendCandidate::eligible() const {
 
 std::optional<double> ClusterRecommendation::margin_ms() const {
   if (!pick || !runner_up) return std::nullopt;
-  return ms(candidates[*runner_up].result.step_wall_ns - candidates[*pick].result.step_wall_ns);
+  return ns_to_ms(candidates[*runner_up].result.step_wall_ns - candidates[*pick].result.step_wall_ns);
 }
 
 void validate(const RecommendStudy& s) {
   if (!(s.target_deferral > 0.0 && s.target_deferral < 1.0)) {
-    throw_bad_usage("--target-deferral", shortest(s.target_deferral), "a fraction of winner rows in (0, 1), e.g. 1e-4");
+    throw_bad_usage("--target-deferral", format_g(s.target_deferral), "a fraction of winner rows in (0, 1), e.g. 1e-4");
   }
   if (s.study.fractions.size() != 1) {
     throw_bad_usage("--fraction", std::to_string(s.study.fractions.size()) + " values",
@@ -255,7 +248,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
     ru_cap = cap_text(q.result.config);
     ru_quality = quality_text(q.result);
     char b[64];
-    std::snprintf(b, sizeof b, "%.2f", ms(q.result.step_wall_ns));
+    std::snprintf(b, sizeof b, "%.2f", ns_to_ms(q.result.step_wall_ns));
     ru_step = b;
     if (r.margin_interval) {
       std::snprintf(b, sizeof b, "%+.2f ± %.2f", *r.margin_ms(), 0.5 * (r.margin_interval->hi_ms - r.margin_interval->lo_ms));
@@ -270,7 +263,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
   std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %9.2f %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s",
                 c.fabric.name.c_str(), c.nodes, static_cast<long long>(c.world()),
                 std::string(opt::to_string(p.result.config.plan.scope)).c_str(), cap_text(p.result.config).c_str(),
-                ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
+                ns_to_ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
                 resolved_capacity_text(p.result.routing).c_str(), quality_text(p.result).c_str(), ru.c_str(),
                 ru_cap.c_str(), ru_step.c_str(), ru_quality.c_str(), margin.c_str(), p_win.c_str());
   return buf;

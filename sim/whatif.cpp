@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "common/parse.hpp"
 #include "sim/whatif_metrics.hpp"
 #include "topologies/topology_file.hpp"
@@ -18,14 +19,6 @@
 namespace dionsim::sim {
 
 namespace {
-
-double ms(DurationNs ns) { return static_cast<double>(ns) * 1e-6; }
-
-std::string shortest(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 nlohmann::json optional_number(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -70,7 +63,7 @@ nlohmann::json collectives_json(const WhatifResult& r) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : r.collectives) {
     out.push_back({{"name", c.name}, {"kind", c.kind}, {"bytes_sent", c.bytes_sent}, {"count", c.count},
-                   {"algorithm", c.choice.algorithm}, {"protocol", c.choice.protocol}, {"time_ms", ms(c.time_ns)}});
+                   {"algorithm", c.choice.algorithm}, {"protocol", c.choice.protocol}, {"time_ms", ns_to_ms(c.time_ns)}});
   }
   return out;
 }
@@ -201,27 +194,27 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
     throw_bad_usage("--fwd-bwd-ms/--mfu", fwd_given ? "both" : "neither", "exactly one of them");
   }
   for (double v : s.mfus) {
-    if (!(v > 0.0 && v <= 1.0)) throw_bad_usage("--mfu", shortest(v), "a fraction in (0, 1] (e.g. 0.45)");
+    if (!(v > 0.0 && v <= 1.0)) throw_bad_usage("--mfu", format_g(v), "a fraction in (0, 1] (e.g. 0.45)");
   }
   for (double v : s.fwd_bwd_mss) {
-    if (!(v >= 0.0 && std::isfinite(v))) throw_bad_usage("--fwd-bwd-ms", shortest(v), "a finite number >= 0");
+    if (!(v >= 0.0 && std::isfinite(v))) throw_bad_usage("--fwd-bwd-ms", format_g(v), "a finite number >= 0");
   }
   if (s.base.reduce_dtype != "fp32" && s.base.reduce_dtype != "bf16") {
     throw_bad_usage("--reduce-dtype", s.base.reduce_dtype, "fp32 or bf16");
   }
   if (s.base.layers < 0) throw_bad_usage("--layers", std::to_string(s.base.layers), "an integer >= 1");
   if (!(s.base.host_launch_us >= 0.0)) {
-    throw_bad_usage("--host-launch-us", shortest(s.base.host_launch_us), "a number >= 0");
+    throw_bad_usage("--host-launch-us", format_g(s.base.host_launch_us), "a number >= 0");
   }
   if (s.base.rank_skew_ms && !(*s.base.rank_skew_ms >= 0.0 && *s.base.rank_skew_ms <= 1e6)) {
-    throw_bad_usage("--rank-skew-ms", shortest(*s.base.rank_skew_ms), "a number in [0, 1e6] (ms)");
+    throw_bad_usage("--rank-skew-ms", format_g(*s.base.rank_skew_ms), "a number in [0, 1e6] (ms)");
   }
   if (s.base.collective_hbm_slowdown &&
       !(*s.base.collective_hbm_slowdown >= 1.0 && *s.base.collective_hbm_slowdown <= 100.0)) {
-    throw_bad_usage("--collective-hbm-slowdown", shortest(*s.base.collective_hbm_slowdown), "a factor in [1, 100]");
+    throw_bad_usage("--collective-hbm-slowdown", format_g(*s.base.collective_hbm_slowdown), "a factor in [1, 100]");
   }
   if (s.base.alltoall_algbw_GBps && !(*s.base.alltoall_algbw_GBps > 0.0)) {
-    throw_bad_usage("--alltoall-algbw-GBps", shortest(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
+    throw_bad_usage("--alltoall-algbw-GBps", format_g(*s.base.alltoall_algbw_GBps), "a positive bandwidth in GB/s");
   }
   for (const auto& fabric : s.fabrics) {
     topo::validate(fabric, "--fabric " + fabric.name, true);
@@ -440,7 +433,7 @@ namespace {
 
 // The note of a configuration, its capacity factors given as text (one, or a sweep's list).
 std::string note_text(const WhatifConfig& c, const Routing& r, const std::string& capacities) {
-  const std::string what = std::string(opt::to_string(c.plan.scope)) + " (fraction " + shortest(c.plan.fraction) +
+  const std::string what = std::string(opt::to_string(c.plan.scope)) + " (fraction " + format_g(c.plan.fraction) +
                            (c.plan.scope == opt::Scope::global_capped ? ", c " + capacities : "") + ") at world " +
                            std::to_string(c.shard_world());
   const std::int64_t groups = r.packed + r.exact_global + r.local + r.unsharded;
@@ -542,7 +535,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   const double a2a_efficiency = crosses_domains ? config.alltoall_inter_efficiency : config.alltoall_intra_efficiency;
   if (!(a2a_efficiency > 0.0 && a2a_efficiency <= 1.0) || !(config.alltoall_latency_us >= 0.0)) {
     throw_bad_input("whatif", "all-to-all calibration",
-                    shortest(a2a_efficiency) + ", " + shortest(config.alltoall_latency_us) + " us",
+                    format_g(a2a_efficiency) + ", " + format_g(config.alltoall_latency_us) + " us",
                     "an efficiency in (0, 1] and a latency >= 0");
   }
   const CalibratedAlltoallTimer calibrated(fabric_timer, config.alltoall_algbw_GBps ? 1.0 : a2a_efficiency,
@@ -684,7 +677,7 @@ std::vector<topo::FabricSpec> resolve_fabrics(const std::string& fabrics, const 
     for (double nic : nics) {
       out.push_back(spec);
       out.back().nic_GBps = nic;  // validated with the fabric by expand()
-      out.back().name.append("@").append(shortest(nic));
+      out.back().name.append("@").append(format_g(nic));
     }
   }
   return out;
@@ -760,7 +753,7 @@ std::string table_header(bool intervals) {
 std::string table_row(const WhatifResult& r, const std::map<std::string, double>* half_widths) {
   const auto& c = r.config;
   const std::string cap = c.plan.scope != opt::Scope::global_capped ? "-"
-                          : c.plan.capacity_factor             ? shortest(*c.plan.capacity_factor)
+                          : c.plan.capacity_factor             ? format_g(*c.plan.capacity_factor)
                                                                : "auto";
   const std::string defer = r.deferral_fraction ? [&] {
     char b[32];
@@ -781,10 +774,10 @@ std::string table_row(const WhatifResult& r, const std::map<std::string, double>
   const std::string shard = c.shard_group > 0 ? std::to_string(c.shard_group) : "-";
   std::snprintf(buf, sizeof buf, "%-16s %-13s %5g %6s %5d %6lld %s %s %9.2f %6.1f %9.1f %s %10.2f %s %8s %5s %8lld %8s %11s",
                 c.fabric.name.c_str(), std::string(opt::to_string(c.plan.scope)).c_str(), c.plan.fraction, cap.c_str(), c.nodes,
-                static_cast<long long>(c.world()), col(ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
-                col(ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
-                static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),
-                ms(r.exposed_comm_ns), col(r.mfu_pct, "mfu_pct", 6, 2).c_str(), defer.c_str(), shard.c_str(),
+                static_cast<long long>(c.world()), col(ns_to_ms(r.step_wall_ns), "step_wall_ms", 9, 2).c_str(),
+                col(ns_to_ms(r.opt_wall_seen_ns()), "opt_wall_ms", 8, 2).c_str(), ns_to_ms(r.opt.gpu_busy_ns), r.gpu_idle_seen_pct(),
+                static_cast<double>(r.plan.a2a_payload_bytes) / 1e6, col(ns_to_ms(r.a2a_seen_ns()), "a2a_ms", 8, 2).c_str(),
+                ns_to_ms(r.exposed_comm_ns), col(r.mfu_pct, "mfu_pct", 6, 2).c_str(), defer.c_str(), shard.c_str(),
                 static_cast<long long>(c.tokens_per_gpu), routing_text(r.routing).c_str(),
                 resolved_capacity_text(r.routing).c_str());
   return buf;

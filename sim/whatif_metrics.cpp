@@ -4,36 +4,34 @@ namespace dionsim::sim {
 
 namespace {
 
-double ms(DurationNs ns) { return static_cast<double>(ns) * 1e-6; }
-
 using M = std::optional<double>;
 using R = const WhatifResult&;
 
 const std::vector<WhatifMetric> kMetrics = {
-    {"step_wall_ms", "ms", [](R r) -> M { return ms(r.step_wall_ns); }},
-    {"opt_wall_ms", "ms", [](R r) -> M { return ms(r.opt_wall_seen_ns()); }},
-    {"opt_critical_path_ms", "ms", [](R r) -> M { return ms(r.opt.wall_ns); }},
-    {"opt_comm_window_ms", "ms", [](R r) -> M { return ms(r.comm_window_seen_ns()); }},
+    {"step_wall_ms", "ms", [](R r) -> M { return ns_to_ms(r.step_wall_ns); }},
+    {"opt_wall_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt_wall_seen_ns()); }},
+    {"opt_critical_path_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.wall_ns); }},
+    {"opt_comm_window_ms", "ms", [](R r) -> M { return ns_to_ms(r.comm_window_seen_ns()); }},
     {"opt_gpu_idle_comm_window_pct", "pct", [](R r) -> M { return r.gpu_idle_comm_window_pct(); }},
-    {"opt_cpu_span_ms", "ms", [](R r) -> M { return ms(r.opt.host_issue_ns); }},
-    {"rank_wait_ms", "ms", [](R r) -> M { return ms(r.rank_wait_ns); }},
-    {"opt_gpu_ms", "ms", [](R r) -> M { return ms(r.opt.gpu_busy_ns); }},
+    {"opt_cpu_span_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.host_issue_ns); }},
+    {"rank_wait_ms", "ms", [](R r) -> M { return ns_to_ms(r.rank_wait_ns); }},
+    {"opt_gpu_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.gpu_busy_ns); }},
     {"opt_gpu_idle_pct", "pct", [](R r) -> M { return r.gpu_idle_seen_pct(); }},
-    {"ns_gemm_ms", "ms", [](R r) -> M { return ms(r.opt.ns_gemm_ns); }},
-    {"non_gemm_ms", "ms", [](R r) -> M { return ms(r.opt.non_gemm_ns); }},
-    {"a2a_ms", "ms", [](R r) -> M { return ms(r.a2a_seen_ns()); }},
+    {"ns_gemm_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.ns_gemm_ns); }},
+    {"non_gemm_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.non_gemm_ns); }},
+    {"a2a_ms", "ms", [](R r) -> M { return ns_to_ms(r.a2a_seen_ns()); }},
     {"a2a_payload_bytes", "bytes", [](R r) -> M { return static_cast<double>(r.plan.a2a_payload_bytes); }, MetricOutput::integer},
     // The measurement CSV's unit (MB = 1e6 B): what calibration compares with a2a_payload_MB.
     {"a2a_payload_MB", "MB", [](R r) -> M { return static_cast<double>(r.opt.a2a_bytes) / 1e6; }, MetricOutput::not_printed},
     {"norms_allgather_bytes", "bytes", [](R r) -> M { return static_cast<double>(r.plan.norms_allgather_bytes); }, MetricOutput::integer},
-    {"norms_allgather_ms", "ms", [](R r) -> M { return ms(r.allgather_seen_ns()); }},
-    {"opt_exposed_comm_ms", "ms", [](R r) -> M { return ms(r.opt.exposed_comm_ns); }},
-    {"exposed_comm_ms", "ms", [](R r) -> M { return ms(r.exposed_comm_ns); }},
-    {"fwd_bwd_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.wall_ns); }},
-    {"fwd_bwd_compute_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.compute_ns); }},
-    {"fsdp_comm_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.fsdp_comm_ns); }},
-    {"fsdp_exposed_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.fsdp_exposed_ns); }},
-    {"replica_reduce_ms", "ms", [](R r) -> M { return ms(r.fwd_bwd.replica_reduce_ns); }},
+    {"norms_allgather_ms", "ms", [](R r) -> M { return ns_to_ms(r.allgather_seen_ns()); }},
+    {"opt_exposed_comm_ms", "ms", [](R r) -> M { return ns_to_ms(r.opt.exposed_comm_ns); }},
+    {"exposed_comm_ms", "ms", [](R r) -> M { return ns_to_ms(r.exposed_comm_ns); }},
+    {"fwd_bwd_ms", "ms", [](R r) -> M { return ns_to_ms(r.fwd_bwd.wall_ns); }},
+    {"fwd_bwd_compute_ms", "ms", [](R r) -> M { return ns_to_ms(r.fwd_bwd.compute_ns); }},
+    {"fsdp_comm_ms", "ms", [](R r) -> M { return ns_to_ms(r.fwd_bwd.fsdp_comm_ns); }},
+    {"fsdp_exposed_ms", "ms", [](R r) -> M { return ns_to_ms(r.fwd_bwd.fsdp_exposed_ns); }},
+    {"replica_reduce_ms", "ms", [](R r) -> M { return ns_to_ms(r.fwd_bwd.replica_reduce_ns); }},
     {"fsdp_layers", "", [](R r) -> M { return static_cast<double>(r.layers); }, MetricOutput::integer},
     {"mfu_pct", "pct", [](R r) -> M { return r.mfu_pct; }},
     // A fraction (issue 19; before it: deferral_pct, in percent, whatif's own formula — a stored
