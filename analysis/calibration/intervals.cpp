@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <type_traits>
 
 #include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
@@ -447,6 +448,30 @@ struct Accumulator {
   }
 };
 
+// Every source's − and + perturbation through the model (evaluate(&source, ±1)), as variances
+// below and above the central value of each metric that value(evaluation, i) reads.
+template <class Sources, class Evaluate, class Value>
+Accumulator propagate(const Sources& sources, std::size_t n, const std::vector<double>& central,
+                      const Evaluate& evaluate, const Value& value) {
+  Accumulator acc(n);
+  for (const auto& s : sources) {
+    using Kind = typename std::decay_t<decltype(s)>::Kind;
+    const auto minus = evaluate(&s, -1);
+    const auto plus = evaluate(&s, +1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v0 = value(central, i);
+      const double dm = minus.empty() ? 0.0 : value(minus, i) - v0;
+      const double dp = plus.empty() ? 0.0 : value(plus, i) - v0;
+      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
+      if (s.kind == Kind::direction)
+        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
+      else
+        acc.ends(i, dm, dp);
+    }
+  }
+  return acc;
+}
+
 Interval make_interval(double value, double var_lo, double var_hi, bool non_negative) {
   Interval iv;
   iv.value = value;
@@ -467,20 +492,9 @@ std::map<std::string, Interval> IntervalModel::intervals(const sim::WhatifConfig
   const std::vector<sim::WhatifConfig> cs{config};
   const auto central = evaluate(cs, inventory, nullptr, 0);
   const std::size_t n = central.size();
-  Accumulator acc(n);
-  for (const auto& s : sources(config)) {
-    const auto minus = evaluate(cs, inventory, &s, -1);
-    const auto plus = evaluate(cs, inventory, &s, +1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double dm = minus.empty() ? 0.0 : minus[i] - central[i];
-      const double dp = plus.empty() ? 0.0 : plus[i] - central[i];
-      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
-      if (s.kind == Source::Kind::direction)
-        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
-      else
-        acc.ends(i, dm, dp);
-    }
-  }
+  auto acc = propagate(
+      sources(config), n, central, [&](const Source* s, int sign) { return evaluate(cs, inventory, s, sign); },
+      [](const std::vector<double>& v, std::size_t i) { return v[i]; });
   std::map<std::string, Interval> out;
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(central[i])) continue;
@@ -502,21 +516,8 @@ std::map<std::string, Interval> IntervalModel::differences(const sim::WhatifConf
   const auto central = evaluate(cs, inventory, nullptr, 0);
   const std::size_t n = central.size() / 2;
   auto diff = [n](const std::vector<double>& v, std::size_t i) { return v[i] - v[n + i]; };
-  Accumulator acc(n);
-  for (const auto& s : sources(a)) {
-    const auto minus = evaluate(cs, inventory, &s, -1);
-    const auto plus = evaluate(cs, inventory, &s, +1);
-    for (std::size_t i = 0; i < n; ++i) {
-      const double d0 = diff(central, i);
-      const double dm = minus.empty() ? 0.0 : diff(minus, i) - d0;
-      const double dp = plus.empty() ? 0.0 : diff(plus, i) - d0;
-      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
-      if (s.kind == Source::Kind::direction)
-        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
-      else
-        acc.ends(i, dm, dp);
-    }
-  }
+  auto acc = propagate(
+      sources(a), n, central, [&](const Source* s, int sign) { return evaluate(cs, inventory, s, sign); }, diff);
   std::map<std::string, Interval> out;
   for (std::size_t i = 0; i < n; ++i) {
     const double d0 = diff(central, i);
