@@ -7,12 +7,10 @@
 // (analysis/calibration/extrapolation.hpp). --db records each as a run (kind validate).
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "analysis/measured/measurements.hpp"
-#include "analysis/calibration/parameters.hpp"
 #include "analysis/calibration/cross_validation.hpp"
 #include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/step_fit.hpp"
@@ -26,37 +24,7 @@
 
 namespace dionsim::cli {
 
-namespace {
-
 using nlohmann::json;
-
-// A `dionsim calibrate` file, or (with --db) a stored calibration's name; a file wins when both
-// exist. InputError for a calibration of another GPU than every selected configuration.
-analysis::Calibration load_calibration(const std::string& name_or_path, const analysis::Database* db,
-                                       const std::string& db_label,
-                                       const std::vector<analysis::MeasuredConfiguration>& selected) {
-  auto stored = analysis::stored_calibration(db, name_or_path, db_label);
-  if (db != nullptr && !stored && !std::filesystem::exists(name_or_path)) {
-    throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
-  }
-  analysis::Calibration cal = stored ? std::move(*stored) : analysis::read_calibration(name_or_path);
-  const auto gpu = analysis::gpu_preset_of(cal.hardware);
-  for (const auto& c : selected) {
-    const auto runs = analysis::gpu_preset_of(c.config.hardware);
-    if (!gpu || !runs || runs->hardware != gpu->hardware) {
-      throw_bad_input(name_or_path, "hardware", cal.hardware,
-                      "the GPU of the selected runs ('" + c.config.hardware + "' in " + c.config.label() + ")");
-    }
-    if (cal.fabric != runs->fabric) {  // the runs are modelled on their GPU's default fabric
-      throw_bad_input(name_or_path, "fabric", cal.fabric,
-                      "the fabric the selected runs are modelled on (" + runs->fabric + ")");
-    }
-  }
-  return cal;
-}
-
-}  // namespace
-
 
 int run_validate(std::span<const std::string> args) {
   Command cmd("validate", "(--measured FILE.csv | --db DB) [--where KEY=VALUE …] [--in-sample | --calibration CAL | --extrapolate]",
@@ -70,7 +38,7 @@ int run_validate(std::span<const std::string> args) {
   std::vector<std::string> where;
   bool in_sample = false;
   std::string calibration;
-  bool extrapolate = false;
+  bool extrapolate = false, no_intervals = false;
   double fabric_spread = analysis::kPublishedFabricSpread;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
@@ -80,6 +48,8 @@ int run_validate(std::span<const std::string> args) {
       "predict with this calibration (a `dionsim calibrate` file, or with --db a stored name) instead of leave-one-out")(
       "extrapolate", po::bool_switch(&extrapolate),
       "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
+      "no-intervals", po::bool_switch(&no_intervals),
+      "leave-one-out errors only, without the intervals' nested leave-one-out (n fits instead of n + n(n-1)/2)")(
       "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
       "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
   cmd.offer_csv();
@@ -90,6 +60,8 @@ int run_validate(std::span<const std::string> args) {
   if (extrapolate && (in_sample || !calibration.empty()))
     throw UsageError("validate: --extrapolate fits its own calibration; give it without --in-sample / --calibration");
   if (in_sample && !calibration.empty()) throw UsageError("validate: --in-sample fits, --calibration does not; give one of them");
+  if (no_intervals && (extrapolate || !calibration.empty()))
+    throw UsageError("validate: --no-intervals applies to the leave-one-out (--extrapolate and --calibration have no nested fits)");
   analysis::IntervalOptions io;
   io.fabric_spread = fabric_spread;
   analysis::check_interval_options(io);  // before any work
@@ -129,45 +101,38 @@ int run_validate(std::span<const std::string> args) {
   }
 
   if (!calibration.empty()) {
-    const auto cal = load_calibration(calibration, db ? &*db : nullptr, common.db, selected);
-    std::map<std::string, double> parameters;
-    for (const auto& [name, p] : cal.parameters) parameters[name] = p.value;
+    const auto cal = analysis::calibration_for_runs(calibration, db ? &*db : nullptr, common.db, selected);
     log(common, "predicting " + std::to_string(selected.size()) + " configurations with calibration '" + cal.name + "'");
-    const auto rows = analysis::compare_predictions(selected, parameters);
-    const auto summary = analysis::summarize(rows);
-    const auto intervals = analysis::predict_with_intervals(selected, cal, io);
-    const auto coverage = analysis::summarize_coverage(intervals);
+    const auto h = analysis::predict_holdout(selected, cal, io);
     config["calibration"] = calibration;
     if (db) {
-      auto rec = analysis::validation_record(rows, summary, config, common.seed, analysis::ValidationKind::calibration);
-      analysis::add_interval_results(rec, intervals, coverage, analysis::ValidationKind::calibration);
+      auto rec = analysis::validation_record(h.rows, h.summary, config, common.seed, analysis::ValidationKind::calibration);
+      analysis::add_interval_results(rec, h.intervals, h.coverage, analysis::ValidationKind::calibration);
       record(std::move(rec));
     }
     if (common.machine()) {
-      json out = {{"calibration", cal.name}, {"predicted", json::array()}, {"predicted_summary", json::array()},
-                  {"predicted_intervals", json::array()}, {"coverage_summary", json::array()}};
-      for (const auto& r : rows) out["predicted"].push_back(analysis::to_json(r));
-      for (const auto& s : summary) out["predicted_summary"].push_back(analysis::to_json(s));
-      for (const auto& r : intervals) out["predicted_intervals"].push_back(analysis::to_json(r));
-      for (const auto& s : coverage) out["coverage_summary"].push_back(analysis::to_json(s));
-      print_result(common, out);
-      return 0;
+      print_result(common, analysis::to_json(h));
+    } else {
+      std::fputs(analysis::holdout_text(h).c_str(), stdout);
     }
-    std::printf("%s%s# 90 %% intervals\n%s\n%s",
-                analysis::prediction_rows_text("predicted with calibration '" + cal.name + "' (not fitted on these runs)", rows).c_str(),
-                analysis::error_summary_text("summary", summary).c_str(), analysis::interval_rows_table(intervals).c_str(),
-                analysis::coverage_table(coverage).c_str());
     return 0;
   }
 
-  log(common, "leave-one-out over " + std::to_string(selected.size()) + " configurations, each with a nested leave-one-out for its intervals");
-  const auto cv = analysis::cross_validate(selected, io);
+  log(common, "leave-one-out over " + std::to_string(selected.size()) + " configurations" +
+                  (no_intervals ? "" : ", each with a nested leave-one-out for its intervals"));
+  analysis::CrossValidation cv;
+  if (no_intervals) {
+    cv.rows = analysis::leave_one_out(selected);
+  } else {
+    cv = analysis::cross_validate(selected, io);
+  }
   for (const auto& note : cv.notes) log(common, "intervals: " + note);
   std::vector<analysis::PredictionRow> fitted;
   if (in_sample) fitted = analysis::compare_predictions(selected, analysis::fit_step_model(selected).parameters);
   const auto loo_summary = analysis::summarize(cv.rows);
   if (db) {
     config["in_sample"] = in_sample;
+    if (no_intervals) config["intervals"] = false;
     auto rec = analysis::validation_record(cv.rows, loo_summary, config, common.seed);
     analysis::add_interval_results(rec, cv.intervals, cv.coverage, analysis::ValidationKind::leave_one_out);
     record(std::move(rec));
@@ -190,10 +155,12 @@ int run_validate(std::span<const std::string> args) {
     std::printf("%s%s", analysis::prediction_rows_text("in-sample (fitted on all selected configurations)", fitted).c_str(),
                 analysis::error_summary_text("in-sample summary", analysis::summarize(fitted)).c_str());
   }
-  std::printf("%s%s# 90 %% intervals of the held-out cells (each fold's own calibration)\n%s",
-              analysis::prediction_rows_text("leave-one-configuration-out (each configuration predicted by a fit on the others)", cv.rows, &cv).c_str(),
-              analysis::error_summary_text("leave-one-out summary", loo_summary).c_str(),
-              analysis::coverage_table(cv.coverage).c_str());
+  std::printf("%s%s", analysis::prediction_rows_text("leave-one-configuration-out (each configuration predicted by a fit on the others)",
+                                                     cv.rows, no_intervals ? nullptr : &cv).c_str(),
+              analysis::error_summary_text("leave-one-out summary", loo_summary).c_str());
+  if (!no_intervals && cv.coverage.empty()) std::printf("# no held-out cell has a 90 %% interval (stderr says why)\n");
+  if (!cv.coverage.empty())
+    std::printf("# 90 %% intervals of the held-out cells (each fold's own calibration)\n%s", analysis::coverage_table(cv.coverage).c_str());
   return 0;
 }
 

@@ -36,7 +36,9 @@ struct CrossValidationFold {
 
 struct CrossValidation {
   std::vector<PredictionRow> rows;        // every held-out cell, as leave_one_out() has them
-  std::vector<IntervalRow> intervals;     // the held-out cells of metrics with an interval
+  // The held-out cells of metrics with an interval, centred on the cell's prediction in `rows`
+  // (a cell the interval model predicts differently gets none, and a note says how many).
+  std::vector<IntervalRow> intervals;
   std::vector<CoverageSummary> coverage;  // summarize_coverage(intervals)
   std::vector<CrossValidationFold> folds;
   std::vector<std::string> notes;  // what was widened or defaulted, for stderr
@@ -45,6 +47,23 @@ struct CrossValidation {
 // InputError for fewer than two configurations or a fold whose fit is refused (as leave_one_out).
 [[nodiscard]] CrossValidation cross_validate(const std::vector<MeasuredConfiguration>& configurations,
                                              const IntervalOptions& intervals, const StepFitOptions& options = {});
+
+// validate --calibration: a given calibration's predictions of runs it was not fitted on, with
+// their intervals (predict_with_intervals) and the coverage.
+struct Holdout {
+  std::string calibration;  // its name
+  std::vector<PredictionRow> rows;
+  std::vector<MetricSummary> summary;
+  std::vector<IntervalRow> intervals;
+  std::vector<CoverageSummary> coverage;
+};
+[[nodiscard]] Holdout predict_holdout(const std::vector<MeasuredConfiguration>& configurations,
+                                      const Calibration& calibration, const IntervalOptions& intervals,
+                                      const StepFitOptions& options = {});
+// The tables validate prints; {"calibration", "predicted", "predicted_summary",
+// "predicted_intervals", "coverage_summary"}.
+[[nodiscard]] std::string holdout_text(const Holdout& holdout);
+[[nodiscard]] nlohmann::json to_json(const Holdout& holdout);
 
 // The interval of a held-out cell (nullptr: its metric has none).
 [[nodiscard]] const IntervalRow* interval_of(const CrossValidation& cv, const PredictionRow& row);

@@ -55,3 +55,14 @@ add_test(NAME cli:issue19b_validate_db
          COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:dionsim> -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -DSEED=${seed19b}
                  -P ${CMAKE_CURRENT_LIST_FILE})
 set_tests_properties(cli:issue19b_validate_db PROPERTIES LABELS "cli")
+# --no-intervals: the leave-one-out errors alone (n fits), no interval columns or coverage.
+dionsim_cli_test(issue19b_validate_no_intervals EXIT 0
+                 MATCH "error %\n1node-real-step/[^\n]* step_wall_ms +487\\.9 +[0-9.]+ +[-+][0-9.]+\n.*# leave-one-out summary"
+                 ARGS validate --measured ${seed19b} --where run=1node-real-step --no-intervals -q)
+dionsim_cli_test(issue19b_validate_no_intervals_extrapolate EXIT 2 MATCH "--no-intervals applies to the leave-one-out"
+                 ARGS validate --measured ${seed19b} --where run=1node-real-step --where run=2node-real-step --extrapolate --no-intervals)
+# An opt.step() timed alone (host not ahead) is modelled host-ahead by the interval model: its cells
+# get no interval rather than one around another value, and stderr says so.
+dionsim_cli_test(issue19b_validate_unmatched_cells EXIT 0
+                 MATCH "# no held-out cell has a 90 % interval.*intervals: 6 held-out cells have no interval: the interval model does not reproduce"
+                 ARGS validate --measured ${seed19b} --where run=isolated-opt-step-pooled --where model=gpt-1b)
