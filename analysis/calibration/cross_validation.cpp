@@ -128,7 +128,8 @@ CrossValidation cross_validate(const std::vector<MeasuredConfiguration>& configu
     CrossValidationFold fold;
     fold.configuration = held.config.label();
     fold.fitted_configurations = static_cast<int>(train.size());
-    auto cal = calibration_from_step_fit(fit, "validate-without-" + fold.configuration, {"validate"}, "dionsim validate");
+    auto cal =
+        calibration_from_step_fit(fit, "validate-without-" + fold.configuration, {"validate"}, "dionsim validate");
     const ModelError error = fold_model_error(pairs, k, configurations.size());
     attach_model_error(cal, error);
     fold.model_error = error.relative_rms;
@@ -192,8 +193,11 @@ std::string holdout_text(const Holdout& h) {
 }
 
 json to_json(const Holdout& h) {
-  json out = {{"calibration", h.calibration}, {"predicted", json::array()}, {"predicted_summary", json::array()},
-              {"predicted_intervals", json::array()}, {"coverage_summary", json::array()}};
+  json out = {{"calibration", h.calibration},
+              {"predicted", json::array()},
+              {"predicted_summary", json::array()},
+              {"predicted_intervals", json::array()},
+              {"coverage_summary", json::array()}};
   for (const auto& r : h.rows) out["predicted"].push_back(to_json(r));
   for (const auto& s : h.summary) out["predicted_summary"].push_back(to_json(s));
   for (const auto& r : h.intervals) out["predicted_intervals"].push_back(to_json(r));
@@ -268,7 +272,8 @@ json to_json(const CrossValidation& cv) {
   for (const auto& s : summarize(cv.rows)) summary.push_back(to_json(s));
   for (const auto& s : cv.coverage) coverage.push_back(to_json(s));
   for (const auto& f : cv.folds) folds.push_back(to_json(f));
-  return {{"leave_one_out", rows}, {"leave_one_out_summary", summary}, {"coverage_summary", coverage}, {"folds", folds}};
+  return {
+      {"leave_one_out", rows}, {"leave_one_out_summary", summary}, {"coverage_summary", coverage}, {"folds", folds}};
 }
 
 }  // namespace dionsim::analysis

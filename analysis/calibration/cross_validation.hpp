@@ -26,16 +26,16 @@
 namespace dionsim::analysis {
 
 struct CrossValidationFold {
-  std::string configuration;            // held out (MeasurementConfig::label())
-  int fitted_configurations = 0;        // the fold's calibration was fitted on these many
+  std::string configuration;                  // held out (MeasurementConfig::label())
+  int fitted_configurations = 0;              // the fold's calibration was fitted on these many
   std::map<std::string, double> model_error;  // whatif metric -> relative rms; empty = the default
-  int model_error_configurations = 0;   // nested folds that fitted (0: the default was used)
-  std::vector<std::string> priors;      // parameters the fold's runs do not constrain (prior ranges)
+  int model_error_configurations = 0;         // nested folds that fitted (0: the default was used)
+  std::vector<std::string> priors;            // parameters the fold's runs do not constrain (prior ranges)
   [[nodiscard]] bool nested() const { return !model_error.empty(); }
 };
 
 struct CrossValidation {
-  std::vector<PredictionRow> rows;        // every held-out cell, as leave_one_out() has them
+  std::vector<PredictionRow> rows;  // every held-out cell, as leave_one_out() has them
   // The held-out cells of metrics with an interval, centred on the cell's prediction in `rows`
   // (a cell the interval model predicts differently gets none, and a note says how many).
   std::vector<IntervalRow> intervals;

@@ -73,7 +73,8 @@ TEST_CASE("cross-validation: leave_one_out's predictions, nested model error, ho
     CHECK(fold.fitted_configurations == 3);
     CHECK(fold.model_error_configurations == expected.configurations);
     REQUIRE(fold.model_error.size() == expected.relative_rms.size());
-    for (const auto& [metric, rms] : expected.relative_rms) CHECK(fold.model_error.at(metric) == Approx(rms).epsilon(1e-12));
+    for (const auto& [metric, rms] : expected.relative_rms)
+      CHECK(fold.model_error.at(metric) == Approx(rms).epsilon(1e-12));
   }
   // The coverage summary counts the rows.
   REQUIRE_FALSE(cv.coverage.empty());
@@ -116,16 +117,20 @@ TEST_CASE("cross-validation: folds too small for a nested leave-one-out say so",
   CHECK_THROWS_AS(cross_validate(one_node, bad), UsageError);
 }
 
-TEST_CASE("cross-validated intervals cover about 90 % on synthetic data with known truth",
-          "[cross_validation][slow]") {
+TEST_CASE("cross-validated intervals cover about 90 % on synthetic data with known truth", "[cross_validation][slow]") {
   // Truth: whatif at known parameters; measurements = truth × (1 + 3 % noise) on the seed's five
   // 1- and 2-node configurations. Each draw is cross-validated as `dionsim validate` does it.
   const auto runs = seed({"run=1node-real-step", "run=2node-real-step"});
-  std::map<std::string, double> truth = {{"fwd_bwd_ms", 430.0},          {"ns_gemm_efficiency", 0.8},
-                                         {"nic_efficiency", 0.6},        {"alltoall_intra_efficiency", 0.5},
-                                         {"alltoall_inter_efficiency", 0.45}, {"alltoall_latency_us", 80.0},
-                                         {"rank_skew_ms", 0.8},          {"ns_gemm_overlap_slowdown", 1.3},
-                                         {"host_launch_us", 12.0},       {"launch_gap_us", 0.0}};
+  std::map<std::string, double> truth = {{"fwd_bwd_ms", 430.0},
+                                         {"ns_gemm_efficiency", 0.8},
+                                         {"nic_efficiency", 0.6},
+                                         {"alltoall_intra_efficiency", 0.5},
+                                         {"alltoall_inter_efficiency", 0.45},
+                                         {"alltoall_latency_us", 80.0},
+                                         {"rank_skew_ms", 0.8},
+                                         {"ns_gemm_overlap_slowdown", 1.3},
+                                         {"host_launch_us", 12.0},
+                                         {"launch_gap_us", 0.0}};
   for (const auto& [name, value] : fit_step_model(runs).parameters)
     if (name.starts_with("hbm_efficiency.")) truth[name] = 0.6;
   const auto exact = compare_predictions(runs, truth);
