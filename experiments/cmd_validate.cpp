@@ -94,6 +94,7 @@ int run_validate(std::span<const std::string> args) {
   std::string calibration;
   bool extrapolate = false;
   double fabric_spread = analysis::kPublishedFabricSpread;
+  std::string inter_node_prior;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
@@ -103,7 +104,9 @@ int run_validate(std::span<const std::string> args) {
       "extrapolate", po::bool_switch(&extrapolate),
       "fit on the runs of the smaller node counts, predict the largest: error, 90 % interval and its coverage")(
       "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
-      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
+      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)")(
+      "inter-node-prior", po::value(&inter_node_prior)->value_name("LO,HI"),
+      "90 % range of the inter-node link's time as a factor on the fabric's model, for a fit without inter-node runs");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
@@ -126,6 +129,7 @@ int run_validate(std::span<const std::string> args) {
       throw UsageError("validate: --extrapolate fits its own calibration; give it without --in-sample / --calibration");
     analysis::IntervalOptions io;
     io.fabric_spread = fabric_spread;
+    if (!inter_node_prior.empty()) analysis::parse_inter_node_prior(inter_node_prior, io);
     analysis::check_interval_options(io);
     log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
     const auto e = analysis::extrapolate(selected, io);
@@ -150,6 +154,7 @@ int run_validate(std::span<const std::string> args) {
     const auto summary = analysis::summarize(rows);
     analysis::IntervalOptions io;
     io.fabric_spread = fabric_spread;
+    if (!inter_node_prior.empty()) analysis::parse_inter_node_prior(inter_node_prior, io);
     const auto intervals = analysis::predict_with_intervals(selected, cal, io);
     json interval_rows = json::array();
     for (const auto& r : intervals) interval_rows.push_back(analysis::to_json(r));
