@@ -122,7 +122,9 @@ inline constexpr double kNodeScaling = 0.467;                                   
 // the preset value (efficiencies, slowdowns; clamped to the parameter's bounds) or as absolute
 // values (times whose preset is 0).
 struct ParameterPrior {
-  std::string name;  // the calibration parameter ("nic_efficiency", "hbm_efficiency" for every class)
+  // the calibration parameter ("hbm_efficiency" for every class; "inter_node_link" for the NIC's
+  // effective rate, held by a calibration holding nic_efficiency or alltoall_inter_efficiency)
+  std::string name;
   bool relative = true;
   double low = 1, high = 1;  // factors (relative) or values
   std::string evidence;      // where the range comes from (docs/calibration.md)
