@@ -41,11 +41,8 @@ Calibrated calibrated(const std::vector<MeasuredConfiguration>& configurations, 
   for (const auto& [name, p] : calibration.parameters) values[name] = p.value;
   auto kc = kernel_calibration_from_parameters(calibration.name, calibration.hardware, values, setup.hw);
   std::vector<sim::WhatifConfig> configs;
-  for (auto w : setup.configs) {
-    sim::apply_step_calibration(kc.step, w);
-    if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // as the fit: no step wall measured, it does not matter
-    configs.push_back(std::move(w));
-  }
+  for (std::size_t i = 0; i < setup.configs.size(); ++i)
+    configs.push_back(as_fitted(setup.configs[i], setup.host_behind[i], kc));
   const sim::Hardware hw = setup.hw;
   IntervalModel model(std::move(kc), hw, uncertainty_of(&calibration, intervals));
   return {std::move(setup), std::move(model), std::move(configs)};

@@ -71,10 +71,9 @@ void set_step(const sim::StepCalibration& s, sim::WhatifConfig& c, const std::se
   if (s.rank_skew_ms && !fixed.count("rank_skew_ms")) c.rank_skew_ms = s.rank_skew_ms;
   if (s.collective_hbm_slowdown && !fixed.count("collective_hbm_slowdown"))
     c.collective_hbm_slowdown = s.collective_hbm_slowdown;
-  if (s.host_launch_us && !fixed.count("host_launch_us")) {
-    c.host_launch_us = *s.host_launch_us;
-    c.host_ahead = true;
-  }
+  // host_ahead stays as the configuration has it: as_fitted (step_fit.hpp) runs a step timed alone
+  // with the host not ahead, whatever the calibration.
+  if (s.host_launch_us && !fixed.count("host_launch_us")) c.host_launch_us = *s.host_launch_us;
 }
 
 // The fit bounds of a calibration parameter (its row of the parameter table), or its valid range.
