@@ -105,7 +105,7 @@ NumericsCase load_numerics_case(const std::string& dir) {
   cfg.weight_decay = r.number("weight_decay", 0.01);
   if (doc.contains("capacity_factor") && !doc["capacity_factor"].is_null()) {
     cfg.plan.capacity_factor = r.number("capacity_factor", 1.0);
-    if (!is_valid_capacity_factor(*cfg.plan.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number >= 1.0");
+    if (!is_valid_capacity_factor(*cfg.plan.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number in [1, 1e6]");
   }
   // Dion2's EF decay is ef_decay; NorDion2's is mu (§1.1), default 0.95 when null.
   cfg.ef = cfg.plan.optimizer == OptimizerKind::dion2 ? r.number("ef_decay", 0.95) : r.number("mu", 0.95);

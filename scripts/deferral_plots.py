@@ -61,9 +61,15 @@ def load_db(con):
     for run_id, config_json, name, value, labels in con.execute(
             "SELECT run_id, config_json, name, value, labels_json FROM run_metrics "
             "WHERE kind = 'deferral' AND status = 'ok' ORDER BY run_id"):
-        r = runs.setdefault(run_id, _row(run_id, json.loads(config_json), {}, []))
+        if run_id not in runs:
+            runs[run_id] = _row(run_id, rs.stored_config(run_id, config_json), {}, [])
+        r = runs[run_id]
         if name == "wait_steps_count":
-            r["wait_histogram"].append({"steps": json.loads(labels)["steps"], "count": value})
+            lab = json.loads(labels)
+            if not isinstance(lab, dict) or not isinstance(lab.get("steps"), int):
+                raise ValueError(f"run {run_id}: wait_steps_count labels_json: got {labels[:120]}, "
+                                 "expected {\"steps\": an integer}")
+            r["wait_histogram"].append({"steps": lab["steps"], "count": value})
         else:
             r["metrics"][name] = value
     return list(runs.values())

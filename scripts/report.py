@@ -86,12 +86,16 @@ def load_whatif_rows(db_path):
         for run_id, config_json, name, value in con.execute(
                 "SELECT run_id, config_json, name, value FROM run_metrics "
                 "WHERE kind = 'whatif' AND status = 'ok' AND mode = 'simulated' ORDER BY run_id"):
-            r = runs.setdefault(run_id, {"run_id": run_id, "config": rs.with_virtual_keys(json.loads(config_json)),
-                                         "metrics": {}})
+            if run_id not in runs:
+                runs[run_id] = {"run_id": run_id, "config": rs.with_virtual_keys(rs.stored_config(run_id, config_json)),
+                                "metrics": {}}
+            r = runs[run_id]
             r["metrics"][name] = value
         deferral_rows = deferral_plots.load_db(con)
     except sqlite3.Error as e:
         fail(f"{db_path}: {e} (expected a dionsim database)", 4)
+    except ValueError as e:  # a stored configuration of the wrong shape (report_series.stored_config)
+        fail(f"{db_path}: {e}", 3)
     finally:
         con.close()
     rows = list(runs.values())
