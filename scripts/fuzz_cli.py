@@ -431,8 +431,10 @@ SQL_MUTATIONS = [
     ("runs table dropped", "PRAGMA foreign_keys=OFF; DROP VIEW run_metrics; DROP TABLE runs"),
     ("index dropped", "DROP INDEX metrics_by_run"),
     ("extra table", "CREATE TABLE zz (a)"),
-    ("calibration json broken", "UPDATE calibrations SET params_json = '{}'"),
-    ("calibration json text", "UPDATE calibrations SET params_json = json_set(params_json, '$.ns_tflops', 'x')"),
+    ("calibration json broken", "UPDATE calibrations SET body_json = '{}'"),
+    ("calibration json array", "UPDATE calibrations SET body_json = '[1]'"),
+    ("calibration parameter text", "UPDATE calibrations SET body_json = json_set(body_json, '$.parameters.fwd_bwd_ms', 'x')"),
+    ("calibration covariance text", "UPDATE calibrations SET body_json = json_set(body_json, '$.covariance', 'x')"),
     ("deferral rows huge", "UPDATE deferral SET winner_rows = 9223372036854775807"),
     ("deferral step negative", "UPDATE deferral SET step = -5"),
     ("phases 1e18", "UPDATE phases SET duration_ns = 1000000000000000000"),
@@ -493,8 +495,8 @@ def db_uses(p, label):
             ("whatif", lambda q: ["whatif", "--model", "seed-5120x8", "--scope", "local", "--nodes", "1", "--mfu", "0.5",
                                   "--db", q, "--calibration", "cal1"]),
             ("deferral", lambda q: ["deferral", "--model", "gpt-256x2", "--world", "4", "--steps", "2", "--norms", "replay:" + q]),
-            ("calibrate", lambda q: ["calibrate", "--db", q]),
-            ("validate", lambda q: ["validate", "--db", q])]
+            ("calibrate", lambda q: ["calibrate", "--db", q, "--where", "run=1node-real-step"]),
+            ("validate", lambda q: ["validate", "--db", q, "--where", "run=1node-real-step", "--calibration", "cal1"])]
     out = []
     for sub, build in uses:
         q = str(p) + f".{sub}{len(out)}.db"
@@ -539,7 +541,7 @@ def run_case(case, timeout):
         problems.append("accepted garbage")
     if isinstance(case, DbCase) and rc != 0 and before is not None:
         p = Path(case.dst)
-        if p.exists() and p.read_bytes() != before and rc in (3, 4):
+        if p.exists() and p.read_bytes() != before and rc in (3, 4) and before:
             problems.append("refused database was changed")
     if problems:
         return ("; ".join(problems), f"rc={rc} stderr={err.strip()[-400:]!r}")

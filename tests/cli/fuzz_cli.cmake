@@ -23,3 +23,18 @@ dionsim_cli_test(fuzz_long_input_name EXIT 4 MATCH "^dionsim: error: x+: \\(path
                  ARGS calibrate --measured ${fz_long_name})
 dionsim_cli_test(fuzz_long_output_name EXIT 4 MATCH "dionsim: error: x+: \\(path\\): got 'File name too long'"
                  ARGS step ${DIONSIM_SHARED_DIR}/fixtures/numerics/d2_local_w2 --out ${fz_long_name})
+# A measurement CSV's gpus_per_node 2^31 and world 2^32 became int INT_MIN and 0, and their product
+# overflowed to "match": the configuration was read as world 0 (calibrate printed w=0).
+dionsim_cli_test(fuzz_csv_count_2pow31 EXIT 3 MATCH "gpus_per_node_2pow31.csv:2: gpus_per_node: got '2147483648', expected an integer in \\[1, 1024\\]"
+                 ARGS calibrate --measured ${PROJECT_SOURCE_DIR}/fuzz/corpus/regression/measurement_csv/gpus_per_node_2pow31.csv --dump-metrics)
+# A calibration parameter out of its range was refused only by the step model ("fit: …"), not naming the file.
+dionsim_cli_test(fuzz_calibration_parameter_range EXIT 3
+                 MATCH "calibration_efficiency_negative.json: parameters.ns_gemm_efficiency.value: got '-1', expected an efficiency"
+                 ARGS validate --measured ${DIONSIM_SHARED_DIR}/data/seed-measurements.csv --where run=1node-real-step
+                      --calibration ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_data/calibration_efficiency_negative.json)
+# The published nccl-tests CSV: nan in count (a column validate-collectives does not use) was accepted.
+dionsim_cli_test(fuzz_published_count_nan EXIT 3 MATCH "published_count_nan.csv:3: count: got 'nan', expected empty or a finite number"
+                 ARGS validate-collectives --published ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_data/published_count_nan.csv)
+# A Kineto kernel's "In msg nelems" of 1e300 was cast to int64 (undefined behaviour).
+dionsim_cli_test(fuzz_kineto_nelems_1e300 EXIT 3 MATCH "nelems_1e300.json: traceEvents\\[[0-9]+\\]: In msg nelems: got '?1e\\+?300'?, expected an integer"
+                 ARGS calibrate --measured ${PROJECT_SOURCE_DIR}/fuzz/corpus/regression/kineto/nelems_1e300.json --dump-metrics)
