@@ -1,5 +1,6 @@
 #include "optimizer/numerics_case.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,14 @@ std::vector<float> load_matrix(const fs::path& path, const ParamSpec& p) {
   NpyArray a = read_npy(path.string());
   if (a.shape != std::vector<std::int64_t>{p.rows, p.cols}) {
     throw_bad_input(path.string(), "shape", shape_text(a.shape), shape_text({p.rows, p.cols}) + " from case.json params");
+  }
+  // A NaN or infinite weight or gradient would run and write NaN everywhere (scripts/fuzz_cli.py).
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    if (!std::isfinite(a.data[i])) {
+      const auto cols = static_cast<std::size_t>(p.cols);
+      throw_bad_input(path.string(), "data[" + std::to_string(i / cols) + "][" + std::to_string(i % cols) + "]",
+                      std::isnan(a.data[i]) ? "nan" : "inf", "finite float32 values");
+    }
   }
   return std::move(a.data);
 }

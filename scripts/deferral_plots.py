@@ -72,6 +72,10 @@ def load_db(con):
             r["wait_histogram"].append({"steps": lab["steps"], "count": value})
         else:
             r["metrics"][name] = value
+    for r in runs.values():  # what every deferral run stores and the plots read (a KeyError before)
+        if "deferred_fraction" not in r["metrics"]:
+            raise ValueError(f"run {r['run_id']}: metric deferred_fraction: got none, expected the metric every "
+                             "`dionsim deferral --db` run stores")
     return list(runs.values())
 
 

@@ -53,6 +53,9 @@ TEXT_FLAGS = {"db", "out", "calibration", "measured", "trace-out", "dump-topolog
               "published"}
 
 
+PATH_FLAGS = {"fabric", "hardware", "model", "topology"}  # preset names or files
+
+
 class Case:
     value = None
 
@@ -533,8 +536,11 @@ def run_case(case, timeout):
         problems.append(f"exit {rc}")
     if BAD_TEXT.search(err):
         problems.append("stderr: " + BAD_TEXT.search(err).group())
+    bare = (case.must_name or "").lstrip("-")
     named = case.must_name is None or case.must_name in err or (
-        case.value and case.must_name.lstrip("-") in TEXT_FLAGS and case.value.strip()[:60] in err)
+        # a path flag may be named by its value; a flag by its field (--nic-GBps as nic_GBps, -b as 'minbytes')
+        case.value and bare in TEXT_FLAGS | PATH_FLAGS and case.value.strip()[:60] in err) or (
+        case.value is not None and (bare.replace("-", "_") in err or f"'{bare}'" in err))
     if rc in (2, 3, 4) and not named:
         problems.append(f"refusal does not name {case.must_name}")
     if rc == 0 and case.garbage:

@@ -73,6 +73,7 @@ def value_of(row, key):
 TEXT_KEYS = {"model", "fabric", "scope", "hardware", "optimizer", "ns", "layout", "momentum_dtype", "norms", "mode"}
 COUNT_KEYS = {"nodes", "world", "gpus_per_node", "tokens_per_gpu", "leaf_radix", "shard_group", "layers", "steps",
               "trials", "global_batch_tokens"}
+NUMBER_KEYS = {"fraction", "mfu", "fwd_bwd_ms", "nic_GBps", "ef", "host_launch_us"}
 
 
 def stored_config(run_id, config_json):
@@ -93,6 +94,8 @@ def stored_config(run_id, config_json):
         elif key in COUNT_KEYS and value is not None and not (isinstance(value, int) and not isinstance(value, bool)
                                                               and 0 <= value <= 2**40):
             bad(key, value, "an integer in [0, 2^40]")
+        elif key in NUMBER_KEYS and value is not None and not number:
+            bad(key, value, "a number or null")
         elif key == "capacity_factor" and not (value in (None, "auto") or (number and 1 <= value <= 1e6)):
             bad(key, value, "null, \"auto\" or a number in [1, 1e6]")
         elif number and not (math.isfinite(value) and abs(value) <= 1e15):

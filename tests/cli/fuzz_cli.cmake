@@ -38,3 +38,6 @@ dionsim_cli_test(fuzz_published_count_nan EXIT 3 MATCH "published_count_nan.csv:
 # A Kineto kernel's "In msg nelems" of 1e300 was cast to int64 (undefined behaviour).
 dionsim_cli_test(fuzz_kineto_nelems_1e300 EXIT 3 MATCH "nelems_1e300.json: traceEvents\\[[0-9]+\\]: In msg nelems: got '?1e\\+?300'?, expected an integer"
                  ARGS calibrate --measured ${PROJECT_SOURCE_DIR}/fuzz/corpus/regression/kineto/nelems_1e300.json --dump-metrics)
+# A case folder's NaN gradient ran and wrote NaN weights (exit 0).
+dionsim_cli_test(fuzz_case_nan_gradient EXIT 3 MATCH "G0_p0.npy: data\\[1\\]\\[1\\]: got 'nan', expected finite float32 values"
+                 ARGS step ${CMAKE_CURRENT_SOURCE_DIR}/fuzz_data/case_nan_grad --out ${CMAKE_CURRENT_BINARY_DIR}/fuzz_case_nan_out)
