@@ -64,6 +64,7 @@ def load_db(con):
         if run_id not in runs:
             runs[run_id] = _row(run_id, rs.stored_config(run_id, config_json), {}, [])
         r = runs[run_id]
+        value = rs.stored_value(run_id, name, value)
         if name == "wait_steps_count":
             lab = json.loads(labels)
             if not isinstance(lab, dict) or not isinstance(lab.get("steps"), int):

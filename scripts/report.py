@@ -90,7 +90,7 @@ def load_whatif_rows(db_path):
                 runs[run_id] = {"run_id": run_id, "config": rs.with_virtual_keys(rs.stored_config(run_id, config_json)),
                                 "metrics": {}}
             r = runs[run_id]
-            r["metrics"][name] = value
+            r["metrics"][name] = rs.stored_value(run_id, name, value)
         deferral_rows = deferral_plots.load_db(con)
     except sqlite3.Error as e:
         fail(f"{db_path}: {e} (expected a dionsim database)", 4)

@@ -103,6 +103,14 @@ def stored_config(run_id, config_json):
     return c
 
 
+def stored_value(run_id, name, value):
+    """A stored metric value, checked: dionsim stores finite values only; an infinity or 1e300 written
+    by another tool made matplotlib fail ("no positive values") or hang on its log axes."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1e18:
+        raise ValueError(f"run {run_id}: metric {name}: got {value!r}, expected a finite number of magnitude <= 1e18")
+    return value
+
+
 def with_virtual_keys(config):
     """The stored configuration plus fabric_family: the fabric's name before its '@' override."""
     c = dict(config)

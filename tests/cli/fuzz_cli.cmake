@@ -1,6 +1,37 @@
 # Defects found by scripts/fuzz_cli.py (black-box fuzzing of the command line), one test each:
 # each input was accepted, hung or ended in "internal error" before its fix.
-# Included by tests/cli/CMakeLists.txt.
+# Included by tests/cli/CMakeLists.txt; run with -P (CMAKE_SCRIPT_MODE_FILE) it is the database check.
+if(CMAKE_SCRIPT_MODE_FILE)
+  # A database another tool edited: report must name the run and key, not print a Python traceback
+  # (before: "report.py exited with 1" after matplotlib's "no positive values", or a TypeError).
+  set(db ${WORKDIR}/fuzz_report.db)
+  function(edited_db_case sql expected)
+    file(REMOVE ${db} ${db}-wal ${db}-shm)
+    execute_process(COMMAND ${EXE} whatif --model seed-5120x8 --scope local --nodes 1,2 --mfu 0.5 --db ${db} -q
+                    RESULT_VARIABLE rc OUTPUT_QUIET)
+    if(NOT rc EQUAL 0)
+      message(FATAL_ERROR "whatif --db: exit ${rc}")
+    endif()
+    execute_process(COMMAND ${PYTHON} -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"
+                            ${db} "${sql}" RESULT_VARIABLE rc)
+    execute_process(COMMAND ${EXE} report --db ${db} --out ${WORKDIR}/fuzz_report -q
+                    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(NOT rc EQUAL 3 OR NOT err MATCHES "fuzz_report.db: run [0-9]+: ${expected}")
+      message(FATAL_ERROR "${sql}: exit ${rc}, expected 3 naming '${expected}'\n${out}\n${err}")
+    endif()
+  endfunction()
+  edited_db_case("UPDATE metrics SET value = 9e999" "metric a2a_ms: got inf, expected a finite number")
+  edited_db_case("UPDATE runs SET config_json = json_set(config_json, '$.nodes', 'x')"
+                 "config_json.nodes: got \"x\", expected an integer")
+  edited_db_case("UPDATE runs SET config_json = '[1,2]'" "config_json: got .1, 2., expected a JSON object")
+  return()
+endif()
+if(DIONSIM_SYSTEM_PYTHON)
+  add_test(NAME cli:fuzz_report_edited_db
+           COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:dionsim> -DPYTHON=${DIONSIM_SYSTEM_PYTHON}
+                   -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -P ${CMAKE_CURRENT_LIST_FILE})
+  set_tests_properties(cli:fuzz_report_edited_db PROPERTIES LABELS "cli")
+endif()
 set(fz_good_gpu ${PROJECT_SOURCE_DIR}/tests/whatif/data/gpu_good.toml)
 string(REPEAT "x" 300 fz_long_name)
 
