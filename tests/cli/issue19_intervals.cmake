@@ -18,9 +18,9 @@ dionsim_cli_test(validate_extrapolate_bad_spread EXIT 2 MATCH "--fabric-spread: 
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --fabric-spread -0.1)
 # whatif: every time metric with _lo/_hi in --json, "value ± half" in the table, a note without a
 # calibration, --fabric-spread checked.
-dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.2[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
+dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.6[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19} --json)
-dionsim_cli_test(whatif_interval_table EXIT 0 MATCH " +step_ms +opt_ms .*\n.* 582\\.2[0-9] ± [0-9]+\\.[0-9][0-9] "
+dionsim_cli_test(whatif_interval_table EXIT 0 MATCH " +step_ms +opt_ms .*\n.* 582\\.6[0-9] ± [0-9]+\\.[0-9][0-9] "
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19})
 dionsim_cli_test(whatif_interval_uncalibrated EXIT 0 MATCH "intervals: no step calibration: every step-model parameter takes its prior range"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 1 --scope local --fwd-bwd-ms 450)
