@@ -30,8 +30,9 @@ analysis::RunRecord recommend_record(const nlohmann::json& config, const nlohman
   for (std::size_t i = 0; i < cands.size(); ++i) {
     const auto& c = cands[i];
     const std::string p = c["candidate"].get<std::string>() + ".";
-    add(p + "step_wall_ms", c["step_wall_ms"], "ms");
-    add(p + "opt_wall_ms", c["opt_wall_ms"], "ms");
+    for (const char* m : {"step_wall_ms", "opt_wall_ms"}) {
+      for (const char* suffix : {"", "_lo", "_hi"}) add(p + m + suffix, c.value(std::string(m) + suffix, nlohmann::json()), "ms");
+    }
     add(p + "deferral_fraction", c["deferral_fraction"], "");
     for (const char* g : {"packed", "exact_global", "local", "unsharded"}) add(p + "groups_" + g, c["routing"][g], "");
     add(p + "capacity_factor_resolved_min", c["capacity_factor_resolved_min"], "");
@@ -117,7 +118,15 @@ int run_recommend(std::span<const std::string> args) {
     if (it == d.end()) return std::optional<sim::MarginInterval>{};
     return std::optional<sim::MarginInterval>{{it->second.lo, it->second.hi, it->second.probability_above(0.0)}};
   };
-  (void)sim::recommend(study, setup.inventory, *setup.kernels, done, margin);
+  // The pick's and the runner-up's own 90 % intervals (step and optimizer wall).
+  const sim::CandidateIntervals intervals = [&setup](const sim::WhatifConfig& candidate) {
+    std::map<std::string, sim::MetricInterval> out;
+    for (const auto& [metric, iv] : setup.intervals->intervals(candidate, setup.inventory)) {
+      if (metric == "step_wall_ms" || metric == "opt_wall_ms") out[metric] = {iv.lo, iv.hi};
+    }
+    return out;
+  };
+  (void)sim::recommend(study, setup.inventory, *setup.kernels, done, margin, intervals);
   for (const auto& line : setup.intervals->uncertainty().notes) log(common, "intervals: " + line);
   bar.finish();
   if (setup.db) log(common, "recommend: " + std::to_string(stored) + " cluster(s) recorded in " + common.db);

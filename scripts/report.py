@@ -14,7 +14,7 @@
           capacity factor, waiting times, the smallest stored c per world with deferral <= --deferral-target
         + with --dionsim EXE, when the database holds them: a validation section (the latest
           `dionsim validate --db` run) and an extrapolation study (OUT/extrapolation.png: predicted step
-          and optimizer wall vs nodes, three scopes, with the +-1 sigma band of the latest calibration
+          and optimizer wall vs nodes, three scopes, with the 90 % interval band of the latest calibration
           that has a covariance, propagated to first order) of --extrapolate JSON (model, gpus_per_node,
           fabric [...], nic [...], nodes [...]; `dionsim report --extrapolate` validates it), by default
           of the database's own what-if runs on the calibration's GPU
@@ -286,14 +286,14 @@ def deferral_section(args, plt, page, rows):
 # ---- calibration: validation section and extrapolation study -------------------------------------
 
 def load_validation(db_path):
-    """The latest leave-one-out `dionsim validate --db` run: (rows, summary) or None."""
+    """The latest leave-one-out `dionsim validate --db` run: (rows, summary, coverage) or None."""
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         run = con.execute("SELECT id FROM runs WHERE kind = 'validate' AND status = 'ok' AND id IN "
                           "(SELECT run_id FROM metrics WHERE name = 'loo_error_pct') ORDER BY id DESC LIMIT 1").fetchone()
         if run is None:
             return None
-        rows, summary = [], collections.OrderedDict()
+        rows, summary, coverage = [], collections.OrderedDict(), collections.OrderedDict()
         for name, value, labels in con.execute(
                 "SELECT name, value, labels_json FROM metrics WHERE run_id = ? ORDER BY rowid", (run[0],)):
             lab = json.loads(labels)
@@ -301,7 +301,10 @@ def load_validation(db_path):
                 rows.append(dict(lab, error_pct=value))
             elif name in ("loo_mean_abs_error_pct", "loo_max_abs_error_pct"):
                 summary.setdefault(lab["metric"], {"count": lab["count"]})[name] = value
-        return rows, summary
+            elif name in ("loo_coverage", "loo_mean_half_width_pct"):
+                # the cross-validated intervals (validate runs recorded since issue 19b)
+                coverage.setdefault(lab["metric"], {"count": lab["count"], "covered": lab["covered"]})[name] = value
+        return rows, summary, coverage
     finally:
         con.close()
 
@@ -330,13 +333,11 @@ def load_calibration(db_path):
 
 
 
-def run_sweep(exe, cal, config, params, path, spec):
-    """(column, scope, nodes) -> (step wall, optimizer wall) with `params` as the calibration."""
-    # "fabric" (schema 3): where the fabric parameters apply; whatif keeps presets on other fabrics.
-    doc = {k: cal[k] for k in ("schema_version", "name", "hardware", "fabric", "provenance") if k in cal}
-    doc["parameters"] = {k: {"value": v, "stderr": 0.0, "units": cal["parameters"][k]["units"]} for k, v in params.items()}
+def run_sweep(exe, cal, config, path, spec):
+    """(column, scope, nodes) -> {metric: value} of whatif --json with the calibration as stored (its
+    covariance and leave-one-out model error included: whatif's 90 % intervals, <metric>_lo/_hi)."""
     with open(path, "w") as f:
-        json.dump(doc, f)
+        json.dump(cal, f)
     out = {}
     for i, col in enumerate(spec["columns"]):
         rows = whatif_json(exe, [
@@ -346,7 +347,7 @@ def run_sweep(exe, cal, config, params, path, spec):
             "--scope", "local,global,global_capped", "--nodes", ",".join(str(n) for n in spec["nodes"]),
             "--fabric", col["fabric"], "--calibration", path]
             + (["--nic-GBps", f"{col['nic']:g}"] if col.get("nic") is not None else []))
-        out.update({(i, r["scope"], r["nodes"]): (r["step_wall_ms"], r["opt_wall_ms"]) for r in rows})
+        out.update({(i, r["scope"], r["nodes"]): r for r in rows})
     return out
 
 
@@ -402,33 +403,22 @@ def extrapolation_spec(args, rows, cal, measured):
                   f"{cal['hardware']}" if mine else "from --extrapolate")
 
 
+EXTRAPOLATED = ("step_wall_ms", "opt_wall_ms")
+
+
 def extrapolate(exe, cal, config, spec):
-    """Predicted (step, opt) wall per (column, scope, nodes) with the fitted parameters, and their standard
-    deviations from the calibration's covariance, propagated to first order (delta method):
-    var = g C g^T with g the central-difference gradient of the prediction over the parameters."""
+    """Predicted (step, opt) wall per (column, scope, nodes) with whatif's own 90 % intervals
+    (docs/calibration.md "Intervals": the calibration's covariance, its leave-one-out model-form
+    error, the fabric spread between node sets, and a prior for what it does not hold):
+    (step, opt, step_lo, step_hi, opt_lo, opt_hi)."""
     import tempfile
-    names = cal["covariance"]["parameters"]
-    C = cal["covariance"]["matrix"]
-    fitted = {k: p["value"] for k, p in cal["parameters"].items()}
     with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cal.json")
-        central = run_sweep(exe, cal, config, fitted, path, spec)
-        grads = []
-        for name in names:
-            v = fitted[name]
-            upper = 1.0 if "efficiency" in name else float("inf")
-            h = 1e-3 * max(abs(v), 1e-2)
-            hi, lo = min(upper, v + h), max(1e-6, v - h)
-            up = run_sweep(exe, cal, config, dict(fitted, **{name: hi}), path, spec)
-            dn = run_sweep(exe, cal, config, dict(fitted, **{name: lo}), path, spec)
-            grads.append({k: tuple((up[k][i] - dn[k][i]) / (hi - lo) for i in range(2)) for k in central})
+        rows = run_sweep(exe, cal, config, os.path.join(tmp, "cal.json"), spec)
     out = {}
-    for k, (step, opt) in central.items():
-        sd = []
-        for i in range(2):
-            var = sum(grads[a][k][i] * C[a][b] * grads[b][k][i] for a in range(len(names)) for b in range(len(names)))
-            sd.append(math.sqrt(max(var, 0.0)))
-        out[k] = (step, opt, sd[0], sd[1])
+    for k, r in rows.items():
+        values = [r[m] for m in EXTRAPOLATED]
+        ends = [r.get(m + end, r[m]) for m in EXTRAPOLATED for end in ("_lo", "_hi")]
+        out[k] = tuple(values + ends)
     return out
 
 
@@ -452,12 +442,12 @@ def plot_extrapolation(plt, results, cal, spec, path):
                     continue
                 nodes = [k[2] for k in keys]
                 y = [results[k][row] for k in keys]
-                sd = [results[k][row + 2] for k in keys]
+                lo = [results[k][2 + 2 * row] for k in keys]
+                hi = [results[k][3 + 2 * row] for k in keys]
                 ax.plot(nodes, y, marker="o", ms=3, color=COLORS[scope], label=scope)
-                ax.fill_between(nodes, [a - b for a, b in zip(y, sd)], [a + b for a, b in zip(y, sd)],
-                                color=COLORS[scope], alpha=0.2)
-                series.append({"metric": ["step_wall_ms", "opt_wall_ms"][row], "column": c, "scope": scope,
-                               "points": [{"x": n, "y": v, "lo": v - s, "hi": v + s} for n, v, s in zip(nodes, y, sd)]})
+                ax.fill_between(nodes, lo, hi, color=COLORS[scope], alpha=0.2)
+                series.append({"metric": EXTRAPOLATED[row], "column": c, "scope": scope,
+                               "points": [{"x": n, "y": v, "lo": a, "hi": b} for n, v, a, b in zip(nodes, y, lo, hi)]})
                 if row == 0:
                     table += [(column_label(c), scope, k[2]) + results[k] for k in keys]
             ax.set_xscale("log", base=2)
@@ -469,7 +459,7 @@ def plot_extrapolation(plt, results, cal, spec, path):
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=8)
     fig.suptitle(f"extrapolation with calibration '{cal['name']}' ({spec['model']}, {cal['hardware']})\n"
-                 "band = +-1 sigma from the fit's covariance", fontsize=10)
+                 "band = 90 % interval (covariance, leave-one-out model error, fabric spread, priors)", fontsize=10)
     fig.tight_layout()
     rp.save_figure(plt, fig, path)
     return table, series
@@ -479,16 +469,28 @@ def calibration_sections(args, plt, page, rows):
     """The validation and extrapolation sections; returns the extrapolation's series (or None)."""
     validation = load_validation(args.db)
     if validation:
-        vrows, summary = validation
+        vrows, summary, coverage = validation
         page.heading(2, "Validation: leave one configuration out")
         page.para("Each measured configuration predicted by the step model fitted on all the others "
-                  "(`dionsim validate`).")
-        page.table(["| configuration | metric | measured | predicted | error % |", "|---|---|---:|---:|---:|"]
+                  "(`dionsim validate`), with its 90 % interval where the run recorded one (each fold's own "
+                  "calibration; model-form error from a nested leave-one-out; docs/calibration.md).")
+
+        def interval(r):
+            if "predicted_lo" not in r:
+                return "| - | - |"
+            half = (r["predicted_hi"] - r["predicted_lo"]) / 2
+            return f"| ± {half:.4g} | {'yes' if r['covered'] else 'no'} |"
+        page.table(["| configuration | metric | measured | predicted | error % | 90 % half-width | covered |",
+                    "|---|---|---:|---:|---:|---:|---|"]
                    + [f"| {r['configuration']} | {r['metric']} | {r['measured']:g} | {r['predicted']:.4g} | "
-                      f"{r['error_pct']:+.1f} |" for r in vrows])
+                      f"{r['error_pct']:+.1f} {interval(r)}" for r in vrows])
         page.table(["| metric | cells | mean abs error % | max abs error % |", "|---|---:|---:|---:|"]
                    + [f"| {m} | {s['count']} | {s.get('loo_mean_abs_error_pct', float('nan')):.2f} | "
                       f"{s.get('loo_max_abs_error_pct', float('nan')):.2f} |" for m, s in summary.items()])
+        if coverage:
+            page.table(["| metric | cells | covered | mean half-width % |", "|---|---:|---:|---:|"]
+                       + [f"| {m} | {c['count']} | {c['covered']} ({100 * c.get('loo_coverage', 0):.0f} %) | "
+                          f"{c.get('loo_mean_half_width_pct', float('nan')):.1f} |" for m, c in coverage.items()])
     cal, config = load_calibration(args.db)
     if not (cal and config and args.dionsim):
         return None
@@ -508,11 +510,14 @@ def calibration_sections(args, plt, page, rows):
     page.para(f"Calibration `{cal['name']}`. {note}: {spec['model']}, {spec['gpus_per_node']} GPUs per node, "
               f"nodes {spec['nodes'][0]}..{spec['nodes'][-1]}; the optimizer, NS and fraction of the first measured "
               "run of its GPU in the database (`--extrapolate model=...,gpus-per-node=...,fabric=...,nic=...` "
-              "chooses others). NIC values are nominal, times the fitted `nic_efficiency`. +-1 sigma: the fit's "
-              "covariance propagated to first order (gradient of each prediction over the parameters by central "
-              "differences).", caption=True)
-    page.table(["| fabric | scope | nodes | step ms | +-1 sigma | opt ms | +-1 sigma |", "|---|---|---:|---:|---:|---:|---:|"]
-               + [f"| {t[0]} | {t[1]} | {t[2]} | {t[3]:.1f} | {t[5]:.1f} | {t[4]:.2f} | {t[6]:.2f} |" for t in table])
+              "chooses others). NIC values are nominal, times the fitted `nic_efficiency`. Bands and intervals: "
+              "`dionsim whatif`'s 90 % intervals with this calibration (its covariance, its own leave-one-out "
+              "model-form error, the inter-node bandwidth's spread between node sets, and a prior range for every "
+              "parameter it does not hold; docs/calibration.md, Intervals).", caption=True)
+    page.table(["| fabric | scope | nodes | step ms | 90 % interval | opt ms | 90 % interval |",
+                "|---|---|---:|---:|---|---:|---|"]
+               + [f"| {t[0]} | {t[1]} | {t[2]} | {t[3]:.1f} | [{t[5]:.1f}, {t[6]:.1f}] | {t[4]:.2f} | "
+                  f"[{t[7]:.2f}, {t[8]:.2f}] |" for t in table])
     return {"spec": spec, "file": png, "series": series}
 
 

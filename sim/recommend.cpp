@@ -79,6 +79,10 @@ nlohmann::json candidate_json(const RecommendCandidate& c) {
       {"eligible", c.eligible()},
       {"selection_quality", r.quality ? opt::to_json(*r.quality) : nlohmann::json(nullptr)},
   };
+  for (const auto& [metric, iv] : c.intervals) {
+    j[metric + "_lo"] = iv.lo;
+    j[metric + "_hi"] = iv.hi;
+  }
   return j;
 }
 
@@ -131,7 +135,8 @@ void validate(const RecommendStudy& s) {
 std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const opt::Inventory& inventory,
                                              const KernelModel& kernels,
                                              const std::function<void(const ClusterRecommendation&)>& done,
-                                             const MarginModel& margin_model) {
+                                             const MarginModel& margin_model,
+                                             const CandidateIntervals& candidate_intervals) {
   validate(study);
   // Clusters in the sweep's order (the first scope lists every one), candidates within each.
   std::vector<std::string> order;
@@ -175,6 +180,7 @@ std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const 
     // What the pick and the runner-up buy: the share of the exact top-k rows they apply.
     for (const auto& i : {rec.pick, rec.runner_up}) {
       if (i) rec.candidates[*i].result.quality = measure_quality(rec.candidates[*i].result.config, inventory);
+      if (i && candidate_intervals) rec.candidates[*i].intervals = candidate_intervals(rec.candidates[*i].result.config);
     }
     if (margin_model && rec.pick && rec.runner_up) {
       rec.margin_interval = margin_model(rec.candidates[*rec.pick].result.config, rec.candidates[*rec.runner_up].result.config);
@@ -215,13 +221,32 @@ nlohmann::json to_json(const ClusterRecommendation& r, const RecommendStudy& stu
 
 std::string recommend_table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %9s %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s", "fabric",
+  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %19s %8s %7s %11s %7s  %-13s %6s %19s %7s  %16s %6s", "fabric",
                 "nodes", "world", "pick", "cap", "step_ms", "defer%", "p/g/l", "c_used", "quality", "runner_up", "cap",
                 "step_ms", "quality", "margin_ms", "P(win)");
   return buf;
 }
 
 namespace {
+
+// Right-aligned in `width` characters (UTF-8 code points: "±" is two bytes, one column).
+std::string pad_left(const std::string& text, std::size_t width) {
+  const auto chars = static_cast<std::size_t>(
+      std::count_if(text.begin(), text.end(), [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; }));
+  return std::string(width > chars ? width - chars : 0, ' ') + text;
+}
+
+// "3887.21 ± 156.72" with the candidate's step interval, "3887.21" without one.
+std::string step_text(const RecommendCandidate& c) {
+  char b[64];
+  const auto it = c.intervals.find("step_wall_ms");
+  if (it == c.intervals.end()) {
+    std::snprintf(b, sizeof b, "%.2f", ns_to_ms(c.result.step_wall_ns));
+  } else {
+    std::snprintf(b, sizeof b, "%.2f ± %.2f", ns_to_ms(c.result.step_wall_ns), 0.5 * (it->second.hi - it->second.lo));
+  }
+  return b;
+}
 
 std::string quality_text(const WhatifResult& r) {
   if (!r.quality) return "-";
@@ -248,8 +273,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
     ru_cap = cap_text(q.result.config);
     ru_quality = quality_text(q.result);
     char b[64];
-    std::snprintf(b, sizeof b, "%.2f", ns_to_ms(q.result.step_wall_ns));
-    ru_step = b;
+    ru_step = step_text(q);
     if (r.margin_interval) {
       std::snprintf(b, sizeof b, "%+.2f ± %.2f", *r.margin_ms(), 0.5 * (r.margin_interval->hi_ms - r.margin_interval->lo_ms));
       margin = b;
@@ -260,12 +284,12 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
       margin = b;
     }
   }
-  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %9.2f %8s %7s %11s %7s  %-13s %6s %9s %7s  %16s %6s",
+  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %s %8s %7s %11s %7s  %-13s %6s %s %7s  %s %6s",
                 c.fabric.name.c_str(), c.nodes, static_cast<long long>(c.world()),
                 std::string(opt::to_string(p.result.config.plan.scope)).c_str(), cap_text(p.result.config).c_str(),
-                ns_to_ms(p.result.step_wall_ns), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
+                pad_left(step_text(p), 19).c_str(), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
                 resolved_capacity_text(p.result.routing).c_str(), quality_text(p.result).c_str(), ru.c_str(),
-                ru_cap.c_str(), ru_step.c_str(), ru_quality.c_str(), margin.c_str(), p_win.c_str());
+                ru_cap.c_str(), pad_left(ru_step, 19).c_str(), ru_quality.c_str(), pad_left(margin, 16).c_str(), p_win.c_str());
   return buf;
 }
 

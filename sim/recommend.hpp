@@ -15,6 +15,7 @@
 // degenerates (k·w >= rows) is listed but never picked (RecommendCandidate::eligible).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -38,12 +39,21 @@ struct RecommendStudy {
 // at one fraction), then whatever expand() refuses.
 void validate(const RecommendStudy& study);
 
+// A 90 % interval of one metric of one candidate, by the caller's model (CandidateIntervals below;
+// analysis/calibration/intervals.hpp, which sim does not depend on).
+struct MetricInterval {
+  double lo = 0.0, hi = 0.0;
+};
+
 struct RecommendCandidate {
   WhatifResult result;
   std::optional<double> deferral_fraction;  // nullopt: not estimated (slower than the runner-up)
   std::string deferral_estimator;           // of deferral_fraction
   std::optional<bool> feasible;             // deferral <= target; nullopt when not estimated
   std::string degeneracy;                   // degeneracy_note(), "" when the scope is what it says
+  // 90 % intervals of the pick's and the runner-up's metrics (step_wall_ms, opt_wall_ms) by the
+  // caller's CandidateIntervals; empty for the other candidates or without a model.
+  std::map<std::string, MetricInterval> intervals;
   [[nodiscard]] std::string label() const;  // "global", "global_capped@auto", "global_capped@1.1"
   [[nodiscard]] opt::Scope effective_scope() const;  // global_capped with nothing packed = global
   // May be picked: not a local that selects k·w >= rows in some group (it applies more rows than
@@ -59,6 +69,7 @@ struct MarginInterval {
   double p_pick_wins = 0.0;
 };
 using MarginModel = std::function<std::optional<MarginInterval>(const WhatifConfig& pick, const WhatifConfig& runner_up)>;
+using CandidateIntervals = std::function<std::map<std::string, MetricInterval>(const WhatifConfig& candidate)>;
 
 struct ClusterRecommendation {
   WhatifConfig cluster;                     // the pick's configuration (scope and c of the pick)
@@ -71,7 +82,8 @@ struct ClusterRecommendation {
 // One cluster at a time, in the sweep's order; `done` hears each (for a progress bar / streaming).
 [[nodiscard]] std::vector<ClusterRecommendation> recommend(
     const RecommendStudy& study, const opt::Inventory& inventory, const KernelModel& kernels,
-    const std::function<void(const ClusterRecommendation&)>& done = {}, const MarginModel& margin_model = {});
+    const std::function<void(const ClusterRecommendation&)>& done = {}, const MarginModel& margin_model = {},
+    const CandidateIntervals& candidate_intervals = {});
 
 // The cluster's configuration without the candidate axes (what the DB hashes per cluster).
 [[nodiscard]] nlohmann::json cluster_json(const ClusterRecommendation& r);

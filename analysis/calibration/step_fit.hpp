@@ -175,8 +175,9 @@ struct MetricSummary {
 [[nodiscard]] std::vector<PredictionRow> leave_one_out(const std::vector<MeasuredConfiguration>& configurations,
                                                        const StepFitOptions& options = {});
 
-// How a validation's predictions were made: leave-one-out fits, or a given calibration unfitted.
-enum class ValidationKind { leave_one_out, calibration };
+// How a validation's predictions were made: leave-one-out fits, a given calibration unfitted, or
+// a fit on the smaller node counts predicting the largest (validate --extrapolate).
+enum class ValidationKind { leave_one_out, calibration, extrapolation };
 
 [[nodiscard]] nlohmann::json to_json(const PredictionRow& row);
 [[nodiscard]] nlohmann::json to_json(const MetricSummary& summary);

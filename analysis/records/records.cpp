@@ -248,9 +248,22 @@ RunRecord calibration_record(const Calibration& calibration, const json& config)
   return rec;
 }
 
+namespace {
+
+std::string validation_prefix(ValidationKind kind) {
+  switch (kind) {
+    case ValidationKind::leave_one_out: return "loo";
+    case ValidationKind::calibration: return "holdout";
+    case ValidationKind::extrapolation: return "extrapolate";
+  }
+  return "loo";
+}
+
+}  // namespace
+
 RunRecord validation_record(const std::vector<PredictionRow>& rows, const std::vector<MetricSummary>& summary,
                             const json& config, std::uint64_t seed, ValidationKind kind) {
-  const std::string p = kind == ValidationKind::leave_one_out ? "loo" : "holdout";
+  const std::string p = validation_prefix(kind);
   auto rec = RunRecord::begin("validate", RunMode::simulated, config, seed);
   for (const auto& r : rows) {
     MetricRow m{.name = p + "_error_pct", .value = r.error_pct, .unit = "pct", .rank = {}, .step = {}, .labels = {}};
@@ -262,6 +275,54 @@ RunRecord validation_record(const std::vector<PredictionRow>& rows, const std::v
     const json labels = {{"metric", s.metric}, {"count", s.count}};
     rec.metrics.push_back({p + "_mean_abs_error_pct", s.mean_abs_error_pct, "pct", {}, {}, labels});
     rec.metrics.push_back({p + "_max_abs_error_pct", s.max_abs_error_pct, "pct", {}, {}, labels});
+  }
+  return rec;
+}
+
+void add_interval_results(RunRecord& rec, const std::vector<IntervalRow>& intervals,
+                          const std::vector<CoverageSummary>& coverage, ValidationKind kind) {
+  const std::string p = validation_prefix(kind);
+  for (auto& m : rec.metrics) {
+    if (m.name != p + "_error_pct") continue;
+    for (const auto& r : intervals) {
+      if (r.row.configuration != m.labels.value("configuration", "") || r.row.metric != m.labels.value("metric", ""))
+        continue;
+      m.labels["predicted_lo"] = r.interval.lo;
+      m.labels["predicted_hi"] = r.interval.hi;
+      m.labels["covered"] = r.covered();
+      break;
+    }
+  }
+  for (const auto& s : coverage) {
+    const json labels = {{"metric", s.metric}, {"count", s.count}, {"covered", s.covered}};
+    rec.metrics.push_back({p + "_coverage", s.count ? static_cast<double>(s.covered) / s.count : 0.0, "", {}, {}, labels});
+    rec.metrics.push_back({p + "_mean_half_width_pct", s.mean_half_width_pct, "pct", {}, {}, labels});
+  }
+}
+
+RunRecord extrapolation_record(const Extrapolation& e, const json& config, std::uint64_t seed) {
+  std::vector<PredictionRow> rows;
+  for (const auto& r : e.rows) rows.push_back(r.row);
+  auto rec = validation_record(rows, summarize(rows), config, seed, ValidationKind::extrapolation);
+  add_interval_results(rec, e.rows, e.summary, ValidationKind::extrapolation);
+  for (const auto& d : e.differences) {
+    MetricRow m{.name = "extrapolate_difference", .value = d.interval.value, .unit = "", .rank = {}, .step = {}, .labels = {}};
+    if (const auto* info = find_metric(d.metric)) m.unit = std::string(info->unit);
+    m.labels = {{"a", d.a},
+                {"b", d.b},
+                {"scope_a", d.scope_a},
+                {"scope_b", d.scope_b},
+                {"nodes", d.nodes},
+                {"metric", d.metric},
+                {"measured", d.measured},
+                {"predicted_lo", d.interval.lo},
+                {"predicted_hi", d.interval.hi},
+                {"probability_positive", d.interval.probability_above(0.0)},
+                {"covered", d.covered()}};
+    rec.metrics.push_back(std::move(m));
+  }
+  for (const auto& [name, p] : e.calibration.parameters) {
+    rec.metrics.push_back({"extrapolate_parameter", p.value, p.units, {}, {}, {{"parameter", name}, {"stderr", p.std_error}}});
   }
   return rec;
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "analysis/calibration/extrapolation.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/calibration/intervals.hpp"
 #include "analysis/calibration/step_fit.hpp"
@@ -70,9 +71,21 @@ void add_collective_results(RunRecord& record, const sim::CollectiveSpec& spec, 
 
 // A validation as a run (kind "validate"): <p>_error_pct per predicted cell (labels configuration,
 // metric, measured, predicted) and <p>_{mean,max}_abs_error_pct per metric (labels metric, count),
-// p = "loo" for leave-one-out, "holdout" for a given calibration.
+// p = "loo" for leave-one-out, "holdout" for a given calibration,
 [[nodiscard]] RunRecord validation_record(const std::vector<PredictionRow>& rows,
                                           const std::vector<MetricSummary>& summary, const nlohmann::json& config,
                                           std::uint64_t seed, ValidationKind kind = ValidationKind::leave_one_out);
+// p = "extrapolate" for validate --extrapolate.
+// With intervals: a cell that has one gets the labels predicted_lo, predicted_hi and covered on its
+// <p>_error_pct row, and each coverage summary row (labels metric, count, covered) adds
+// <p>_coverage (covered / count) and <p>_mean_half_width_pct (metric "all": every cell).
+void add_interval_results(RunRecord& record, const std::vector<IntervalRow>& intervals,
+                          const std::vector<CoverageSummary>& coverage, ValidationKind kind);
+// validate --extrapolate as one run: its predicted cells with their intervals, the coverage
+// summary, and per scope difference <p>_difference (the predicted a − b; labels a, b, scope_a,
+// scope_b, nodes, metric, measured, predicted_lo, predicted_hi, probability_positive, covered);
+// the fitted calibration's parameters as <p>_parameter (labels parameter, stderr, units).
+[[nodiscard]] RunRecord extrapolation_record(const Extrapolation& extrapolation, const nlohmann::json& config,
+                                             std::uint64_t seed);
 
 }  // namespace dionsim::analysis

@@ -146,4 +146,26 @@ nlohmann::json load_replay(opt::NormStream& stream) {
   return {{"run_id", run_id}, {"config_hash", db.load_run(run_id).config_hash}};
 }
 
+Calibration calibration_for_runs(const std::string& name_or_path, const Database* db, const std::string& db_label,
+                                 const std::vector<MeasuredConfiguration>& selected) {
+  auto stored = stored_calibration(db, name_or_path, db_label);
+  if (db != nullptr && !stored && !std::filesystem::exists(name_or_path)) {
+    throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
+  }
+  Calibration cal = stored ? std::move(*stored) : read_calibration(name_or_path);
+  const auto gpu = gpu_preset_of(cal.hardware);
+  for (const auto& c : selected) {
+    const auto runs = gpu_preset_of(c.config.hardware);
+    if (!gpu || !runs || runs->hardware != gpu->hardware) {
+      throw_bad_input(name_or_path, "hardware", cal.hardware,
+                      "the GPU of the selected runs ('" + c.config.hardware + "' in " + c.config.label() + ")");
+    }
+    if (cal.fabric != runs->fabric) {  // the runs are modelled on their GPU's default fabric
+      throw_bad_input(name_or_path, "fabric", cal.fabric,
+                      "the fabric the selected runs are modelled on (" + runs->fabric + ")");
+    }
+  }
+  return cal;
+}
+
 }  // namespace dionsim::analysis

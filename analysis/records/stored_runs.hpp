@@ -27,6 +27,12 @@ using Note = std::function<void(const std::string&)>;
 // there is no database; nullopt then.
 [[nodiscard]] std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
                                                             const std::string& db_label);
+// validate --calibration: a `dionsim calibrate` file, or (with a database) a stored calibration's
+// name; a file wins when both exist. UsageError (naming --calibration) for a name neither stored nor
+// a file; InputError for a calibration of another GPU or fabric than the selected runs'.
+[[nodiscard]] Calibration calibration_for_runs(const std::string& name_or_path, const Database* db,
+                                               const std::string& db_label,
+                                               const std::vector<MeasuredConfiguration>& selected);
 // whatif --calibration: a stored name, a `dionsim calibrate` file or a kernel-calibration file, as
 // the kernel and step calibration whatif applies; `note` hears the parameters whatif does not use.
 // `ns_variant` ("gram", "gram+triton"): the NS variant whatif runs; a calibration's parameters of

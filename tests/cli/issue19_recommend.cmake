@@ -45,7 +45,7 @@ dionsim_cli_test(issue19_routing_json EXIT 0
                  ARGS whatif --model gpt-14b --gpus 8192 --scope global_capped --mfu 0.45 --json -q)
 
 # recommend: table, JSON, bad input before any work.
-dionsim_cli_test(issue19_recommend_table EXIT 0 MATCH "pick +cap +step_ms +defer% +p/g/l +c_used +quality +runner_up[^\n]*margin_ms +P\\(win\\)\nh100-ndr400 +1 +8 +local +- +[0-9.]+ +0\\.0000 +0/0/2 "
+dionsim_cli_test(issue19_recommend_table EXIT 0 MATCH "pick +cap +step_ms +defer% +p/g/l +c_used +quality +runner_up[^\n]*margin_ms +P\\(win\\)\nh100-ndr400 +1 +8 +local +- +[0-9.]+ ± [0-9.]+ +0\\.0000 +0/0/2 "
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 -q)
 dionsim_cli_test(issue19_recommend_json EXIT 0
                  MATCH "\"margin_ms\": [0-9.]+,\n *\"margin_ms_hi\": [-0-9.e]+,\n *\"margin_ms_lo\": [-0-9.e]+,\n[^#]*\"p_pick_wins\": 0\\.[0-9]+,\n *\"pick\": {"

@@ -23,7 +23,7 @@ dionsim_cli_test(issue20_collective_csv EXIT 0 MATCH "algbw_GBps,.*size_bytes,ti
                  ARGS collective --op alltoall --nodes 2 --gpus-per-node 8 --fabric h100-ndr400 --bytes 1M --quiet --csv)
 dionsim_cli_test(issue20_deferral_csv EXIT 0 MATCH "a2a_payload_bytes,.*deferred_fraction,.*world\n[0-9]+,"
                  ARGS deferral --model seed-5120x8 --world 16 --steps 2 --quiet --csv)
-dionsim_cli_test(issue20_validate_csv EXIT 0 MATCH "^table,configuration,error_pct,.*\nleave_one_out,1node-real-step/.*\nleave_one_out_summary,"
+dionsim_cli_test(issue20_validate_csv EXIT 0 MATCH "^table,configuration,covered,error_pct,.*\nleave_one_out,1node-real-step/.*\nleave_one_out_summary,"
                  ARGS validate --measured ${DIONSIM_SHARED_DIR}/data/seed-measurements.csv --where run=1node-real-step --quiet --csv)
 dionsim_cli_test(issue20_calibrate_csv EXIT 0 MATCH "^table,parameter,stderr,units,value,.*\nparameters,alltoall_intra_efficiency,.*\nin_sample,"
                  ARGS calibrate --measured ${DIONSIM_SHARED_DIR}/data/seed-measurements.csv --where run=1node-real-step --quiet --csv)

@@ -215,3 +215,32 @@ TEST_CASE("recommend: bad input is refused before anything runs", "[recommend]")
   study.study.nodes.clear();
   CHECK_THROWS_AS(validate(study), UsageError);
 }
+
+TEST_CASE("recommend: the pick's and the runner-up's own intervals, no one else's", "[recommend]") {
+  auto study = seed_recommend();
+  study.study.nodes = {1};
+  const auto inventory = opt::seed_5120x8();
+  int calls = 0;
+  const CandidateIntervals model = [&](const WhatifConfig& c) {
+    ++calls;
+    const double step = 500.0 + (c.plan.scope == opt::Scope::local ? 0.0 : 1.0);
+    return std::map<std::string, MetricInterval>{{"step_wall_ms", {step - 20.0, step + 30.0}}};
+  };
+  const auto recs = recommend(study, inventory, h100(), {}, {}, model);
+  REQUIRE(recs.size() == 1);
+  const auto& r = recs[0];
+  REQUIRE(r.pick);
+  REQUIRE(r.runner_up);
+  CHECK(calls == 2);
+  for (std::size_t i = 0; i < r.candidates.size(); ++i)
+    CHECK(r.candidates[i].intervals.empty() == (i != *r.pick && i != *r.runner_up));
+  const auto j = to_json(r, study);
+  for (const char* role : {"pick", "runner_up"}) {
+    CHECK(j[role].contains("step_wall_ms_lo"));
+    CHECK(j[role]["step_wall_ms_hi"].get<double>() - j[role]["step_wall_ms_lo"].get<double>() == Approx(50.0));
+  }
+  int with = 0;
+  for (const auto& c : j["candidates"]) with += c.contains("step_wall_ms_lo") ? 1 : 0;
+  CHECK(with == 2);
+  CHECK(recommend_table_row(r).find(" ± 25.00") != std::string::npos);  // half of the 50 ms interval
+}
