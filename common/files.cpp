@@ -36,6 +36,8 @@ std::string errno_text(int err) {
 }  // namespace
 
 void require_regular_file(const std::string& path, std::string_view what) {
+  // An empty path (--calibration '') printed as ": cannot open…", naming nothing.
+  if (path.empty()) throw_bad_input("(empty file name)", "(file)", "", what);
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     throw_bad_input(path, "(file)", errno_text(errno), what);
@@ -44,6 +46,7 @@ void require_regular_file(const std::string& path, std::string_view what) {
 }
 
 std::string read_input_file(const std::string& path, std::string_view what, std::size_t max_bytes) {
+  if (path.empty()) throw_bad_input("(empty file name)", "(file)", "", what);
   struct stat probe {};
   if (::stat(path.c_str(), &probe) != 0 && (errno == ENOENT || errno == EACCES || errno == ENOTDIR)) {
     // A missing or unreadable file stays an I/O error (exit 4), as the readers always said.

@@ -40,6 +40,7 @@ int run_validate(std::span<const std::string> args) {
   std::string calibration;
   bool extrapolate = false, no_intervals = false;
   double fabric_spread = analysis::kPublishedFabricSpread;
+  std::string inter_node_prior;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
@@ -51,7 +52,9 @@ int run_validate(std::span<const std::string> args) {
       "no-intervals", po::bool_switch(&no_intervals),
       "leave-one-out errors only, without the intervals' nested leave-one-out (n fits instead of n + n(n-1)/2)")(
       "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
-      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)");
+      "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)")(
+      "inter-node-prior", po::value(&inter_node_prior)->value_name("LO,HI"),
+      "90 % range of the inter-node link's time as a factor on the fabric's model, for a fit without inter-node runs");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
@@ -64,6 +67,7 @@ int run_validate(std::span<const std::string> args) {
     throw UsageError("validate: --no-intervals applies to the leave-one-out (--extrapolate and --calibration have no nested fits)");
   analysis::IntervalOptions io;
   io.fabric_spread = fabric_spread;
+  if (!inter_node_prior.empty()) analysis::parse_inter_node_prior(inter_node_prior, io);
   analysis::check_interval_options(io);  // before any work
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
@@ -79,6 +83,7 @@ int run_validate(std::span<const std::string> args) {
   const auto& selected = split.hardware.front().configurations;
   // What a stored validation depends on (its configuration hash); a re-run replaces it.
   json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"fabric_spread", fabric_spread}};
+  if (!inter_node_prior.empty()) config["inter_node_prior"] = inter_node_prior;
   const auto record = [&](analysis::RunRecord rec) {
     db->store(rec, analysis::OnExisting::replace);  // one transaction: the whole validation or nothing
     log(common, "recorded the validation in " + common.db);

@@ -1,4 +1,5 @@
 // dionsim: dispatches to a subcommand and is the only place errors become exit codes.
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -46,6 +47,14 @@ int main(int argc, char** argv) {
     // Last resort (sizes that can be computed are refused before they are allocated).
     std::cerr << "dionsim: error: out of memory: the request needs more memory than this machine gives the process; "
                  "ask for fewer or smaller configurations\n";
+    return static_cast<int>(dionsim::ExitCode::io);
+  } catch (const std::filesystem::filesystem_error& e) {
+    // Last resort for a path the system refuses inside a std::filesystem call (a name longer than
+    // NAME_MAX, a component that is a file): an I/O error naming the path, never "internal".
+    std::cerr << "dionsim: error: "
+              << dionsim::describe_bad_value(e.path1().string(), "(path)", e.code().message(),
+                                             "a path this system can open (each name at most 255 bytes)")
+              << '\n';
     return static_cast<int>(dionsim::ExitCode::io);
   } catch (const std::exception& e) {
     std::cerr << "dionsim: internal error: " << e.what() << '\n';

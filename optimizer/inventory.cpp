@@ -71,7 +71,7 @@ Inventory parse_inventory_json(const std::string& text, const std::string& where
     }
     // At most 10^5 layers: the per-layer FSDP schedule simulates every one.
     if (!doc.contains("layers") || !doc["layers"].is_number_integer() || doc["layers"].get<std::int64_t>() < 1 ||
-        doc["layers"].get<std::int64_t>() > 100000) {
+        doc["layers"].get<std::int64_t>() > kMaxLayers) {
       throw_bad_input(where, "layers", doc.contains("layers") ? json_excerpt(doc["layers"]) : "(missing)",
                       "an integer in [1, 100000]");
     }

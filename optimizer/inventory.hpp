@@ -37,6 +37,8 @@ struct Inventory {
 inline constexpr std::int64_t kMaxMatrixDimension = std::int64_t{1} << 24;
 inline constexpr std::int64_t kMaxMatrixCount = std::int64_t{1} << 20;
 inline constexpr std::size_t kMaxInventoryEntries = 100000;
+// FSDP units (an inventory's "layers", whatif's --layers): the per-layer schedule simulates each.
+inline constexpr std::int64_t kMaxLayers = 100000;
 inline constexpr std::int64_t kMaxInventoryElements = std::int64_t{1} << 44;
 // Throws InputError naming `where` when the inventory holds more than kMaxInventoryElements.
 void check_inventory_size(const Inventory& inv, const std::string& where);

@@ -1,5 +1,6 @@
 #include "optimizer/numerics_case.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -66,6 +67,14 @@ std::vector<float> load_matrix(const fs::path& path, const ParamSpec& p) {
   if (a.shape != std::vector<std::int64_t>{p.rows, p.cols}) {
     throw_bad_input(path.string(), "shape", shape_text(a.shape), shape_text({p.rows, p.cols}) + " from case.json params");
   }
+  // A NaN or infinite weight or gradient would run and write NaN everywhere (scripts/fuzz_cli.py).
+  for (std::size_t i = 0; i < a.data.size(); ++i) {
+    if (!std::isfinite(a.data[i])) {
+      const auto cols = static_cast<std::size_t>(p.cols);
+      throw_bad_input(path.string(), "data[" + std::to_string(i / cols) + "][" + std::to_string(i % cols) + "]",
+                      std::isnan(a.data[i]) ? "nan" : "inf", "finite float32 values");
+    }
+  }
   return std::move(a.data);
 }
 
@@ -105,7 +114,7 @@ NumericsCase load_numerics_case(const std::string& dir) {
   cfg.weight_decay = r.number("weight_decay", 0.01);
   if (doc.contains("capacity_factor") && !doc["capacity_factor"].is_null()) {
     cfg.plan.capacity_factor = r.number("capacity_factor", 1.0);
-    if (!is_valid_capacity_factor(*cfg.plan.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number >= 1.0");
+    if (!is_valid_capacity_factor(*cfg.plan.capacity_factor)) throw_bad_input(where, "capacity_factor", doc["capacity_factor"].dump(), "null (auto) or a number in [1, 1e6]");
   }
   // Dion2's EF decay is ef_decay; NorDion2's is mu (§1.1), default 0.95 when null.
   cfg.ef = cfg.plan.optimizer == OptimizerKind::dion2 ? r.number("ef_decay", 0.95) : r.number("mu", 0.95);

@@ -93,15 +93,17 @@ std::optional<double> parse_capacity_factor(std::string_view text, std::string_v
   double c = 0;
   const auto* end = text.data() + text.size();
   const auto r = std::from_chars(text.data(), end, c);
-  if (text.empty() || r.ec != std::errc() || r.ptr != end) throw_bad_usage(flag, text, "auto or a number >= 1.0");
+  if (text.empty() || r.ec != std::errc() || r.ptr != end) throw_bad_usage(flag, text, kCapacityFactorExpected);
   check_capacity_factor(c, flag);
   return c;
 }
 
-bool is_valid_capacity_factor(double c) { return c >= 1.0 && std::isfinite(c); }
+// At most kMaxCapacityFactor: B = ceil(c·pr·k) must stay an exact int64 (pr·k <= 2^48 rows), and a
+// c beyond the world routes every group to exact global anyway (B + 1 >= pr·pl).
+bool is_valid_capacity_factor(double c) { return c >= 1.0 && c <= kMaxCapacityFactor; }
 
 void check_capacity_factor(std::optional<double> c, std::string_view flag) {
-  if (c && !is_valid_capacity_factor(*c)) throw_bad_usage(flag, shortest(*c), "auto or a number >= 1.0");
+  if (c && !is_valid_capacity_factor(*c)) throw_bad_usage(flag, shortest(*c), kCapacityFactorExpected);
 }
 
 std::string capacity_factor_text(std::optional<double> c) { return c ? shortest(*c) : std::string("auto"); }

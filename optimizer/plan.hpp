@@ -48,7 +48,10 @@ enum class Dtype { float32, bfloat16 };  // parameter dtype = momentum dtype (§
 // the measurement CSV, stored configurations): nullopt = "auto" (§4.1), else a finite c >= 1.
 // parse_capacity_factor reads "auto" or a number (UsageError naming `flag`);
 // check_capacity_factor refuses c < 1, NaN and infinities (UsageError naming `flag`);
-// capacity_factor_text prints it ("auto", "1.25").
+// capacity_factor_text prints it ("auto", "1.25"). Numbers above kMaxCapacityFactor are refused
+// (1e300 would overflow B = ceil(c·pr·k); any c >= world already routes to exact global).
+inline constexpr double kMaxCapacityFactor = 1e6;
+inline constexpr const char* kCapacityFactorExpected = "auto or a number in [1, 1e6]";
 [[nodiscard]] std::optional<double> parse_capacity_factor(std::string_view text, std::string_view flag);
 void check_capacity_factor(std::optional<double> c, std::string_view flag);
 // The rule itself, for readers of files that report their own errors (InputError naming the file).

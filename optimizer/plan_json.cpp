@@ -69,7 +69,7 @@ nlohmann::json capacity_factor_json(std::optional<double> c, AutoAs auto_as) {
 std::optional<double> capacity_factor_from_json(const nlohmann::json& value, const std::string& where) {
   if (value.is_null() || (value.is_string() && value.get_ref<const std::string&>() == "auto")) return std::nullopt;
   if (value.is_number() && is_valid_capacity_factor(value.get<double>())) return value.get<double>();
-  throw_bad_input(where, "capacity_factor", value.dump(), "\"auto\", null or a finite number >= 1.0");
+  throw_bad_input(where, "capacity_factor", value.dump(), "\"auto\", null or a number in [1, 1e6]");
 }
 
 }  // namespace dionsim::opt

@@ -61,11 +61,22 @@ def load_db(con):
     for run_id, config_json, name, value, labels in con.execute(
             "SELECT run_id, config_json, name, value, labels_json FROM run_metrics "
             "WHERE kind = 'deferral' AND status = 'ok' ORDER BY run_id"):
-        r = runs.setdefault(run_id, _row(run_id, json.loads(config_json), {}, []))
+        if run_id not in runs:
+            runs[run_id] = _row(run_id, rs.stored_config(run_id, config_json), {}, [])
+        r = runs[run_id]
+        value = rs.stored_value(run_id, name, value)
         if name == "wait_steps_count":
-            r["wait_histogram"].append({"steps": json.loads(labels)["steps"], "count": value})
+            lab = json.loads(labels)
+            if not isinstance(lab, dict) or not isinstance(lab.get("steps"), int):
+                raise ValueError(f"run {run_id}: wait_steps_count labels_json: got {labels[:120]}, "
+                                 "expected {\"steps\": an integer}")
+            r["wait_histogram"].append({"steps": lab["steps"], "count": value})
         else:
             r["metrics"][name] = value
+    for r in runs.values():  # what every deferral run stores and the plots read (a KeyError before)
+        if "deferred_fraction" not in r["metrics"]:
+            raise ValueError(f"run {r['run_id']}: metric deferred_fraction: got none, expected the metric every "
+                             "`dionsim deferral --db` run stores")
     return list(runs.values())
 
 

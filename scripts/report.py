@@ -86,12 +86,16 @@ def load_whatif_rows(db_path):
         for run_id, config_json, name, value in con.execute(
                 "SELECT run_id, config_json, name, value FROM run_metrics "
                 "WHERE kind = 'whatif' AND status = 'ok' AND mode = 'simulated' ORDER BY run_id"):
-            r = runs.setdefault(run_id, {"run_id": run_id, "config": rs.with_virtual_keys(json.loads(config_json)),
-                                         "metrics": {}})
-            r["metrics"][name] = value
+            if run_id not in runs:
+                runs[run_id] = {"run_id": run_id, "config": rs.with_virtual_keys(rs.stored_config(run_id, config_json)),
+                                "metrics": {}}
+            r = runs[run_id]
+            r["metrics"][name] = rs.stored_value(run_id, name, value)
         deferral_rows = deferral_plots.load_db(con)
     except sqlite3.Error as e:
         fail(f"{db_path}: {e} (expected a dionsim database)", 4)
+    except ValueError as e:  # a stored configuration of the wrong shape (report_series.stored_config)
+        fail(f"{db_path}: {e}", 3)
     finally:
         con.close()
     rows = list(runs.values())
@@ -314,20 +318,26 @@ def load_calibration(db_path):
     con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         cal = None
-        for (body,) in con.execute("SELECT body_json FROM calibrations ORDER BY id DESC"):
+        for (cal_id, body) in con.execute("SELECT id, body_json FROM calibrations ORDER BY id DESC"):
             doc = json.loads(body)
+            # dionsim stores calibrations it validated; another tool's edit is named, not a traceback.
+            if not (isinstance(doc, dict) and isinstance(doc.get("parameters", {}), dict)
+                    and isinstance(doc.get("hardware", ""), str)):
+                fail(f"{db_path}: calibration {cal_id}: body_json: got {body[:120]}, expected a dionsim calibration", 3)
             if doc.get("covariance") and "fwd_bwd_ms" in doc.get("parameters", {}):
                 cal = doc
                 break
         if cal is None:
             return None, None
         config = None
-        for (cj,) in con.execute("SELECT config_json FROM runs WHERE mode = 'measured' ORDER BY id"):
-            c = json.loads(cj)
+        for (run_id, cj) in con.execute("SELECT id, config_json FROM runs WHERE mode = 'measured' ORDER BY id"):
+            c = rs.stored_config(run_id, cj)
             if "model" in c and "gpus_per_node" in c and str(c.get("hardware", "")).lower()[:4] == cal["hardware"].lower()[:4]:
                 config = c
                 break
         return cal, config
+    except (ValueError, KeyError, TypeError) as e:  # JSON that is not one, a stored config of the wrong shape
+        fail(f"{db_path}: {e}", 3)
     finally:
         con.close()
 

@@ -26,6 +26,7 @@ the decisions on the series it dumps.
 import collections
 import itertools
 import json
+import math
 
 MISSING = "-"  # a key a configuration does not have (HSDP's shard_group on an FSDP run)
 
@@ -65,6 +66,49 @@ def value_of(row, key):
     if isinstance(v, (list, dict)):
         return json.dumps(v, sort_keys=True)
     return v
+
+
+# The types of the stored configuration keys the report reads (names, counts, numbers); a database
+# edited by hand or by another tool is refused naming the run and key, never a Python traceback.
+TEXT_KEYS = {"model", "fabric", "scope", "hardware", "optimizer", "ns", "layout", "momentum_dtype", "norms", "mode"}
+COUNT_KEYS = {"nodes", "world", "gpus_per_node", "tokens_per_gpu", "leaf_radix", "shard_group", "layers", "steps",
+              "trials", "global_batch_tokens"}
+NUMBER_KEYS = {"fraction", "mfu", "fwd_bwd_ms", "nic_GBps", "ef", "host_launch_us"}
+
+
+def stored_config(run_id, config_json):
+    """The configuration of stored run `run_id`, checked; ValueError says which key is wrong."""
+    def bad(key, value, expected):
+        raise ValueError(f"run {run_id}: config_json{'.' + key if key else ''}: got {json.dumps(value)[:120]}, "
+                         f"expected {expected}")
+    try:
+        c = json.loads(config_json)
+    except ValueError:
+        bad("", config_json, "a JSON object")
+    if not isinstance(c, dict):
+        bad("", c, "a JSON object")
+    for key, value in c.items():
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if key in TEXT_KEYS and value is not None and not isinstance(value, str):
+            bad(key, value, "a string")
+        elif key in COUNT_KEYS and value is not None and not (isinstance(value, int) and not isinstance(value, bool)
+                                                              and 0 <= value <= 2**40):
+            bad(key, value, "an integer in [0, 2^40]")
+        elif key in NUMBER_KEYS and value is not None and not number:
+            bad(key, value, "a number or null")
+        elif key == "capacity_factor" and not (value in (None, "auto") or (number and 1 <= value <= 1e6)):
+            bad(key, value, "null, \"auto\" or a number in [1, 1e6]")
+        elif number and not (math.isfinite(value) and abs(value) <= 1e15):
+            bad(key, value, "a finite number of magnitude <= 1e15")
+    return c
+
+
+def stored_value(run_id, name, value):
+    """A stored metric value, checked: dionsim stores finite values only; an infinity or 1e300 written
+    by another tool made matplotlib fail ("no positive values") or hang on its log axes."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or abs(value) > 1e18:
+        raise ValueError(f"run {run_id}: metric {name}: got {value!r}, expected a finite number of magnitude <= 1e18")
+    return value
 
 
 def with_virtual_keys(config):

@@ -1,12 +1,11 @@
 // GPU description files (TOML) for `--hardware FILE`: a GPU the presets do not have. Keys carry
 // their units; unknown keys and bad values are errors naming file:line (kernel_model.hpp).
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <toml++/toml.h>
 
 #include "common/error.hpp"
+#include "common/files.hpp"
 #include "sim/kernel_model.hpp"
 #include "topologies/toml_values.hpp"
 
@@ -99,11 +98,10 @@ Hardware parse_hardware(const std::string& text, const std::string& source) {
 Hardware resolve_hardware(const std::string& preset_or_file, std::string_view flag) {
   const bool is_file = preset_or_file.find('/') != std::string::npos || preset_or_file.ends_with(".toml");
   if (!is_file) return hardware_preset(preset_or_file, flag);
-  std::ifstream in(preset_or_file);
-  if (!in) throw IoError(preset_or_file + ": cannot open the GPU file (" + std::string(flag) + ")");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_hardware(text.str(), preset_or_file);
+  // Through common/files: a folder, FIFO or device (/dev/zero read forever) is refused by name
+  // (exit 3); a missing file stays an I/O error (exit 4).
+  const std::string what = "a GPU TOML file (" + std::string(flag) + ")";
+  return parse_hardware(read_input_file(preset_or_file, what, std::size_t{1} << 20), preset_or_file);
 }
 
 }  // namespace dionsim::sim

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "optimizer/inventory.hpp"
 
 namespace dionsim::sim {
 
@@ -37,7 +38,9 @@ void validate(const TrainingConfig& config) {
   if (config.reduce_bytes != 2 && config.reduce_bytes != 4) {
     throw_bad_usage("--reduce-dtype", std::to_string(config.reduce_bytes) + " bytes", "fp32 or bf16");
   }
-  if (config.layers < 0) throw_bad_usage("--layers", std::to_string(config.layers), "an integer >= 1");
+  if (config.layers < 0 || config.layers > opt::kMaxLayers) {
+    throw_bad_usage("--layers", std::to_string(config.layers), "an integer in [1, " + std::to_string(opt::kMaxLayers) + "]");
+  }
   if (!(std::isfinite(config.compute_overlap_slowdown) && config.compute_overlap_slowdown >= 1.0)) {
     throw_bad_usage("ns_gemm_overlap_slowdown", std::to_string(config.compute_overlap_slowdown), "a factor >= 1");
   }

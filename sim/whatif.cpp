@@ -202,7 +202,9 @@ std::vector<WhatifConfig> expand(const WhatifStudy& s) {
   if (s.base.reduce_dtype != "fp32" && s.base.reduce_dtype != "bf16") {
     throw_bad_usage("--reduce-dtype", s.base.reduce_dtype, "fp32 or bf16");
   }
-  if (s.base.layers < 0) throw_bad_usage("--layers", std::to_string(s.base.layers), "an integer >= 1");
+  if (s.base.layers < 0 || s.base.layers > opt::kMaxLayers) {
+    throw_bad_usage("--layers", std::to_string(s.base.layers), "an integer in [1, " + std::to_string(opt::kMaxLayers) + "]");
+  }
   if (!(s.base.host_launch_us >= 0.0)) {
     throw_bad_usage("--host-launch-us", format_g(s.base.host_launch_us), "a number >= 0");
   }
@@ -711,7 +713,10 @@ WhatifStudy make_study(const WhatifOptions& o) {
   base.alltoall_algbw_GBps = o.alltoall_algbw_GBps;
   base.reduce_dtype = o.reduce_dtype;
   if (o.layers) {
-    if (*o.layers < 1) throw_bad_usage("--layers", std::to_string(*o.layers), "an integer >= 1");
+    // Bounded: the FSDP schedule walks every layer (2^31 layers ran for minutes; scripts/fuzz_cli.py).
+    if (*o.layers < 1 || *o.layers > opt::kMaxLayers) {
+      throw_bad_usage("--layers", std::to_string(*o.layers), "an integer in [1, " + std::to_string(opt::kMaxLayers) + "]");
+    }
     base.layers = *o.layers;
   }
   for (const auto& s : split_list(o.scopes, "--scope")) study.scopes.push_back(opt::parse_scope(s, "--scope"));

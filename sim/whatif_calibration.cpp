@@ -67,6 +67,11 @@ KernelCalibration parse_kernel_calibration(const std::string& text, const std::s
     if (!j.is_number() || !(j.get<double>() >= 0.0)) throw_bad_input(where, "launch_gap_us", j.dump(), "a number >= 0");
     hw.launch_gap_us = j.get<double>();
   }
+  for (const char* text_key : {"name", "notes"}) {  // doc.value() on a non-string threw a bare type_error
+    if (doc.contains(text_key) && !doc[text_key].is_string()) {
+      throw_bad_input(where, text_key, doc[text_key].dump(), "a string");
+    }
+  }
   KernelCalibration cal;
   cal.name = doc.value("name", where);
   cal.config = default_kernel_model_config(hw);

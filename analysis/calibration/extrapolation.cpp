@@ -41,11 +41,8 @@ Calibrated calibrated(const std::vector<MeasuredConfiguration>& configurations, 
   for (const auto& [name, p] : calibration.parameters) values[name] = p.value;
   auto kc = kernel_calibration_from_parameters(calibration.name, calibration.hardware, values, setup.hw);
   std::vector<sim::WhatifConfig> configs;
-  for (auto w : setup.configs) {
-    sim::apply_step_calibration(kc.step, w);
-    if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // as the fit: no step wall measured, it does not matter
-    configs.push_back(std::move(w));
-  }
+  for (std::size_t i = 0; i < setup.configs.size(); ++i)
+    configs.push_back(as_fitted(setup.configs[i], setup.host_behind[i], kc));
   const sim::Hardware hw = setup.hw;
   IntervalModel model(std::move(kc), hw, uncertainty_of(&calibration, intervals));
   return {std::move(setup), std::move(model), std::move(configs)};
@@ -88,6 +85,50 @@ ModelError leave_one_out_model_error(const std::vector<MeasuredConfiguration>& c
   for (const auto& [metric, s] : sums) out.relative_rms[metric] = std::sqrt(s.first / s.second);
   if (out.relative_rms.empty()) out.configurations = 0;
   return out;
+}
+
+namespace {
+
+// Relative rms of the prediction rows' errors per whatif metric with an interval.
+ModelError relative_rms(const std::vector<MeasuredConfiguration>& predicted, const std::vector<PredictionRow>& rows) {
+  std::map<std::string, std::pair<double, int>> sums;
+  for (const auto& r : rows) {
+    const StepMetric* m = step_metric(r.metric);
+    if (m == nullptr || !std::isfinite(r.error_pct)) continue;
+    const auto c = std::find_if(predicted.begin(), predicted.end(),
+                                [&](const MeasuredConfiguration& x) { return x.config.label() == r.configuration; });
+    if (c == predicted.end()) continue;
+    const std::string& metric = predicted_metric(*c, *m);
+    if (!has_interval(metric)) continue;
+    auto& [ss, n] = sums[metric];
+    ss += (r.error_pct / 100.0) * (r.error_pct / 100.0);
+    ++n;
+  }
+  ModelError out;
+  for (const auto& [metric, s] : sums) out.relative_rms[metric] = std::sqrt(s.first / s.second);
+  out.configurations = out.relative_rms.empty() ? 0 : static_cast<int>(predicted.size());
+  return out;
+}
+
+}  // namespace
+
+ModelError node_count_model_error(const std::vector<MeasuredConfiguration>& configurations,
+                                  const std::map<std::string, double>& fitted, const StepFitOptions& options) {
+  std::set<int> nodes;
+  for (const auto& c : configurations) nodes.insert(c.config.nodes);
+  if (nodes.size() < 2) return {};
+  std::vector<MeasuredConfiguration> inner, outer;
+  for (const auto& c : configurations) (c.config.nodes < *nodes.rbegin() ? inner : outer).push_back(c);
+  StepFitResult fit;
+  try {
+    fit = fit_step_model(inner, options);
+  } catch (const InputError&) {
+    return {};  // too few metrics for the inner fit's free parameters
+  }
+  auto parameters = fit.parameters;
+  for (const char* name : {"nic_efficiency", "alltoall_inter_efficiency"})
+    if (const auto it = fitted.find(name); it != fitted.end()) parameters[name] = it->second;
+  return relative_rms(outer, compare_predictions(outer, parameters, options));
 }
 
 void attach_model_error(Calibration& calibration, const ModelError& error) {
@@ -203,8 +244,14 @@ Extrapolation extrapolate(const std::vector<MeasuredConfiguration>& configuratio
   e.calibration = calibration_from_step_fit(fit, "extrapolate-from-" + fitted + "-nodes", {"validate --extrapolate"},
                                             "dionsim validate");
   attach_model_error(e.calibration, leave_one_out_model_error(train, options));
-  e.rows = predict_with_intervals(test, e.calibration, intervals, options);
-  e.differences = predict_differences(test, e.calibration, intervals, options);
+  // The leave-one-out saw node counts up to the largest fitted: beyond it the link's drift with
+  // the node count is what it cannot show (intervals.hpp, (b')).
+  IntervalOptions beyond = intervals;
+  beyond.calibrated_nodes = e.fit_nodes.back();
+  e.beyond = node_count_model_error(train, fit.parameters, options);
+  beyond.beyond_model_error = e.beyond.relative_rms;
+  e.rows = predict_with_intervals(test, e.calibration, beyond, options);
+  e.differences = predict_differences(test, e.calibration, beyond, options);
   e.summary = summarize_coverage(e.rows);
   return e;
 }
@@ -279,6 +326,7 @@ json to_json(const Extrapolation& e) {
   return {{"fit_nodes", e.fit_nodes},
           {"predicted_nodes", e.predicted_nodes},
           {"calibration", to_json(e.calibration)},
+          {"beyond_model_error", {{"configurations", e.beyond.configurations}, {"relative_rms", e.beyond.relative_rms}}},
           {"extrapolated", rows},
           {"differences", diffs},
           {"coverage_summary", summary}};

@@ -26,6 +26,17 @@ struct ModelError {
                                                    const StepFitOptions& options = {});
 void attach_model_error(Calibration& calibration, const ModelError& error);
 
+// (b) beyond the fitted node counts: the calibration's own node-count extrapolation. With runs of
+// at least two node counts, fit on all but the largest and predict the largest, the inter-node
+// parameters (nic_efficiency, alltoall_inter_efficiency) taken from `fitted` (the fit of all of
+// `configurations`): the link is the node-scaling term's and the prior's to cover, so what remains
+// is the rest of the model's error one node count further (kernels beside a longer all-to-all,
+// shards of another world). Relative rms per whatif metric; empty with one node count or when the
+// inner fit fails.
+[[nodiscard]] ModelError node_count_model_error(const std::vector<MeasuredConfiguration>& configurations,
+                                                const std::map<std::string, double>& fitted,
+                                                const StepFitOptions& options = {});
+
 // A measured metric predicted with its interval.
 struct IntervalRow {
   PredictionRow row;
@@ -68,6 +79,7 @@ struct Extrapolation {
   std::vector<int> fit_nodes;  // node counts of the fitted runs
   int predicted_nodes = 0;
   Calibration calibration;     // fitted on those runs, with their leave-one-out model error
+  ModelError beyond;           // node_count_model_error of those runs (empty with one node count)
   std::vector<IntervalRow> rows;
   std::vector<DifferenceRow> differences;
   std::vector<CoverageSummary> summary;

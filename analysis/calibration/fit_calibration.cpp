@@ -139,6 +139,9 @@ Calibration calibration_from_json(const json& value, const std::string& where) {
   for (const auto& [name, p] : c.parameters) {
     const ParameterSpec* spec = find_parameter(name.substr(0, name.find('@')));
     if (spec == nullptr) continue;
+    // Checked here, naming the file: a value out of its range was refused only later, by the
+    // step model, as "fit: ns_gemm_efficiency: got '-1'" (scripts/fuzz_cli.py).
+    check_parameter(*spec, "parameters." + name + ".value", p.value, where);
     used = true;
     fabric_scoped = fabric_scoped || spec->scope == ParameterScope::fabric;
   }

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <type_traits>
 
 #include "analysis/calibration/parameters.hpp"
+#include "analysis/calibration/published_collectives.hpp"
+#include "common/parse.hpp"
 #include "common/error.hpp"
 #include "sim/whatif_metrics.hpp"
 
@@ -34,14 +37,27 @@ const std::map<std::string, std::string>& model_error_stand_ins() {
   return m;
 }
 
-double model_error_of(const Uncertainty& u, const std::string& metric) {
-  if (auto it = u.model_error.find(metric); it != u.model_error.end()) return it->second;
+double error_in(const std::map<std::string, double>& errors, const std::string& metric) {
+  if (auto it = errors.find(metric); it != errors.end()) return it->second;
   if (auto s = model_error_stand_ins().find(metric); s != model_error_stand_ins().end()) {
-    if (auto it = u.model_error.find(s->second); it != u.model_error.end()) return it->second;
+    if (auto it = errors.find(s->second); it != errors.end()) return it->second;
   }
   double largest = 0;
-  for (const auto& [name, e] : u.model_error) largest = std::max(largest, e);
+  for (const auto& [name, e] : errors) largest = std::max(largest, e);
   return largest;
+}
+
+// (b) of `metric` at `nodes`: the leave-one-out's; beyond the calibration's node counts no
+// smaller than what its own node-count extrapolation showed (when it has one: runs of two node
+// counts at least). Without one there is no evidence of the model's node-count error other than
+// the link's, which the inter-node prior and the node-scaling term carry through the model; a
+// blanket inflation (e.g. every metric at the largest time metric's error) was tried and made
+// scope differences of the step ±270 ms on the seed — independent errors on two step walls
+// that share their whole forward/backward (docs/calibration.md).
+double model_error_of(const Uncertainty& u, const std::string& metric, int nodes) {
+  const double e = error_in(u.model_error, metric);
+  if (nodes <= u.calibrated_nodes || u.beyond_model_error.empty()) return e;
+  return std::max(e, error_in(u.beyond_model_error, metric));
 }
 
 // Sets the step part of a calibration on a configuration unconditionally (apply_step_calibration
@@ -55,10 +71,9 @@ void set_step(const sim::StepCalibration& s, sim::WhatifConfig& c, const std::se
   if (s.rank_skew_ms && !fixed.count("rank_skew_ms")) c.rank_skew_ms = s.rank_skew_ms;
   if (s.collective_hbm_slowdown && !fixed.count("collective_hbm_slowdown"))
     c.collective_hbm_slowdown = s.collective_hbm_slowdown;
-  if (s.host_launch_us && !fixed.count("host_launch_us")) {
-    c.host_launch_us = *s.host_launch_us;
-    c.host_ahead = true;
-  }
+  // host_ahead stays as the configuration has it: as_fitted (step_fit.hpp) runs a step timed alone
+  // with the host not ahead, whatever the calibration.
+  if (s.host_launch_us && !fixed.count("host_launch_us")) c.host_launch_us = *s.host_launch_us;
 }
 
 // The fit bounds of a calibration parameter (its row of the parameter table), or its valid range.
@@ -85,7 +100,9 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
   } else if (p.name == "hbm_efficiency") {
     k.hardware.hbm_efficiency = clamp_efficiency(k.hardware.hbm_efficiency * v);
     for (auto& [cls, e] : k.hbm_efficiency_by_kernel) e = clamp_efficiency(e * v);
-  } else if (p.name == "nic_efficiency") {
+  } else if (p.name == "inter_node_link") {
+    // One factor on the inter-node bandwidth: the FSDP rings and the all-to-all's network part
+    // both run at the NIC's effective rate (the DES all-to-all sees fabric.nic_efficiency).
     c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * v);
   } else if (p.name == "alltoall_intra_efficiency") {
     c.alltoall_intra_efficiency = clamp_efficiency(c.alltoall_intra_efficiency * v);
@@ -109,45 +126,6 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
     throw InputError("intervals: no prior rule for parameter '" + p.name + "'");
   }
   return true;
-}
-
-// The inter-node priors by fabric preset: validate-collectives' measured / modelled time of the
-// published multi-node rows >= 64 MiB of that preset's clusters, 5-95 %, as factors on the
-// efficiency (a time ratio r becomes the factor 1/r); presets with fewer than 50 such rows take the
-// pooled ones (parameter_priors()). docs/calibration.md, "Intervals", has the table.
-struct FabricPrior {
-  std::string_view preset;
-  double nic_low, nic_high, a2a_low, a2a_high;
-  int ring_rows, a2a_rows;
-};
-constexpr double kPooled = 0;  // marks "use the pooled range"
-const std::vector<FabricPrior>& fabric_priors() {
-  static const std::vector<FabricPrior> t = {
-      {"h100-ndr400", 0.753, 1.224, 0.970, 1.025, 216, 64},
-      {"p5-efa", 0.608, 1.206, 0.785, 1.152, 164, 60},
-      {"gb200-nvl72", 0.238, 1.230, kPooled, kPooled, 66, 16},
-      {"gb300-nvl72", 0.346, 1.270, 0.498, 0.938, 54, 54},
-  };
-  return t;
-}
-
-// The prior of `p` for a configuration on `fabric` (a preset name, or "<preset>@<nic GBps>").
-ParameterPrior prior_for(const ParameterPrior& p, const std::string& fabric) {
-  if (p.name != "nic_efficiency" && p.name != "alltoall_inter_efficiency") return p;
-  const std::string preset = fabric.substr(0, fabric.find('@'));
-  for (const auto& f : fabric_priors()) {
-    if (f.preset != preset) continue;
-    const bool nic = p.name == "nic_efficiency";
-    const double low = nic ? f.nic_low : f.a2a_low, high = nic ? f.nic_high : f.a2a_high;
-    if (low == kPooled) return p;
-    ParameterPrior q = p;
-    q.low = low;
-    q.high = high;
-    q.evidence = "validate-collectives on the " + std::to_string(nic ? f.ring_rows : f.a2a_rows) + " published " +
-                 std::string(nic ? "ring-collective" : "all-to-all") + " rows >= 64 MiB of " + preset + " clusters";
-    return q;
-  }
-  return p;
 }
 
 }  // namespace
@@ -208,6 +186,77 @@ FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow
   return e;
 }
 
+namespace {
+
+// The distribution-free 90 % prediction interval of one more draw from n sorted values:
+// [x(k), x(n+1-k)] with k = max(1, floor(0.05 (n+1))), which holds >= 90 % once n >= 19 and
+// (n-1)/(n+1) below (the widest the sample can say).
+std::pair<double, double> prediction_range(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  if (n == 0) return {1.0, 1.0};
+  const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.05 * static_cast<double>(n + 1))));
+  return {v[std::min(k, n) - 1], v[n - std::min(k, n)]};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const auto n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+InterNodePriorEstimate inter_node_prior_from_published(const std::vector<PublishedRow>& rows) {
+  constexpr std::int64_t kMinBytes = std::int64_t{64} << 20;  // validate-collectives' bandwidth regime
+  std::vector<PublishedRow> bandwidth;
+  for (const auto& r : rows) {
+    if (r.nodes < 2 || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
+    if (r.placement != "out-of-place" && r.placement != "in-place") continue;
+    bandwidth.push_back(r);
+  }
+  // (cluster, GPUs per node, all-to-all?) -> nodes -> measured / modelled of its rows.
+  std::map<std::tuple<std::string, int, bool>, std::map<int, std::vector<double>>> groups;
+  for (const auto& p : predict_published(bandwidth)) {
+    if (!p.skipped.empty() || !(p.dionsim_us > 0)) continue;
+    const auto& r = *p.row;
+    const std::string cluster = r.source.substr(0, r.source.find(' ')) + "|" + r.gpu;
+    groups[{cluster, r.gpus_per_node, r.collective == "alltoall"}][r.nodes].push_back(r.time_us / p.dionsim_us);
+  }
+  InterNodePriorEstimate e;
+  std::vector<double> link, a2a_vs_ring, drift;
+  for (const auto& [key, by_nodes] : groups) {
+    const auto& [cluster, gpn, a2a] = key;
+    std::optional<std::pair<int, double>> previous;
+    for (const auto& [nodes, ratios] : by_nodes) {
+      const double m = median(ratios);
+      if (!a2a) link.push_back(m);
+      if (a2a) {
+        const auto ring = groups.find({cluster, gpn, false});
+        if (ring != groups.end())
+          if (const auto at = ring->second.find(nodes); at != ring->second.end()) a2a_vs_ring.push_back(m / median(at->second));
+      }
+      if (previous) {
+        const double doublings = std::log2(static_cast<double>(nodes) / previous->first);
+        drift.push_back(std::abs(std::log(m / previous->second)) / std::sqrt(doublings));
+      }
+      previous = {{nodes, m}};
+    }
+  }
+  std::tie(e.link_time_low, e.link_time_high) = prediction_range(link);
+  e.link_groups = static_cast<int>(link.size());
+  std::tie(e.alltoall_vs_ring_low, e.alltoall_vs_ring_high) = prediction_range(a2a_vs_ring);
+  e.alltoall_pairs = static_cast<int>(a2a_vs_ring.size());
+  if (!drift.empty()) {
+    std::sort(drift.begin(), drift.end());
+    const std::size_t k =
+        std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.10 * static_cast<double>(drift.size() + 1))));
+    e.node_scaling = drift[drift.size() - std::min(k, drift.size())];
+  }
+  e.node_scaling_steps = static_cast<int>(drift.size());
+  return e;
+}
+
 const std::map<std::string, double>& default_model_error() {
   // Relative rms of the leave-one-out errors of the seed calibration (docs/calibration.md, five
   // configurations), by whatif metric; test_intervals recomputes them.
@@ -226,11 +275,12 @@ const std::vector<ParameterPrior>& parameter_priors() {
       {"ns_gemm_efficiency", true, 0.80, 1.25,
        "NS GEMM throughput of this repository's five step calibrations: 0.73-1.0 of dense peak"},
       {"hbm_efficiency", true, 0.50, 1.10, "fitted HBM efficiencies of the kernel classes: 0.46-1.0 (one 0.11)"},
-      {"nic_efficiency", true, 0.350, 1.245,
-       "validate-collectives, multi-node ring collectives >= 64 MiB (578 published rows): measured / modelled "
-       "time 5-95 % = exp(-0.219)..exp(1.050)"},
-      {"alltoall_inter_efficiency", true, 0.600, 1.129,
-       "validate-collectives, multi-node all-to-all >= 64 MiB (194 rows): exp(-0.121)..exp(0.511)"},
+      {"inter_node_link", true, 1.0 / kLinkTimeHigh, 1.0 / kLinkTimeLow,
+       "published clusters against the fabric assumed for them: ring collectives >= 64 MiB, median measured / "
+       "modelled time per (cluster, nodes, GPUs per node), distribution-free 90 % range"},
+      {"alltoall_inter_efficiency", true, 1.0 / kAlltoallVsRingHigh, 1.0 / kAlltoallVsRingLow,
+       "published clusters: all-to-all over ring median time ratio per (cluster, nodes, GPUs per node), "
+       "distribution-free 90 % range"},
       {"alltoall_intra_efficiency", true, 0.672, 0.937,
        "validate-collectives, one-node all-to-all >= 64 MiB (40 rows): exp(0.065)..exp(0.397)"},
       {"alltoall_latency_us", false, 0.0, 300.0, "fitted per-all-to-all cost of five calibrations: 91-304 us"},
@@ -243,11 +293,38 @@ const std::vector<ParameterPrior>& parameter_priors() {
 }
 
 void check_interval_options(const IntervalOptions& options) {
-  if (!(options.fabric_spread >= 0 && options.fabric_spread <= 1)) {
+  auto text = [](double v) {
     char got[32];
-    std::snprintf(got, sizeof got, "%g", options.fabric_spread);
-    throw_bad_usage("--fabric-spread", got, "a relative spread in [0, 1] (the standard deviation of log bandwidth, e.g. 0.023)");
+    std::snprintf(got, sizeof got, "%g", v);
+    return std::string(got);
+  };
+  if (!(options.fabric_spread >= 0 && options.fabric_spread <= 1))
+    throw_bad_usage("--fabric-spread", text(options.fabric_spread),
+                    "a relative spread in [0, 1] (the standard deviation of log bandwidth, e.g. 0.023)");
+  if (!(options.link_time_low > 0 && options.link_time_low <= options.link_time_high && options.link_time_high <= 100))
+    throw_bad_usage("--inter-node-prior", text(options.link_time_low) + "," + text(options.link_time_high),
+                    "LO,HI with 0 < LO <= HI <= 100: the 90 % range of the inter-node link's time as a factor on the "
+                    "assumed fabric's (e.g. 0.526,3.816)");
+  if (!(options.node_scaling >= 0 && options.node_scaling <= 10))
+    throw_bad_usage("node_scaling", text(options.node_scaling), "a log drift per doubling of nodes in [0, 10]");
+  if (options.calibrated_nodes < 0)
+    throw_bad_usage("calibrated_nodes", std::to_string(options.calibrated_nodes), "a node count >= 0 (0 = not known)");
+}
+
+void parse_inter_node_prior(const std::string& text, IntervalOptions& options) {
+  const auto comma = text.find(',');
+  const std::string expected = "LO,HI: two numbers, 0 < LO <= HI <= 100 (time factors on the assumed fabric's inter-node model)";
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
+    throw_bad_usage("--inter-node-prior", text, expected);
+  IntervalOptions o = options;
+  try {
+    o.link_time_low = parse_double(text.substr(0, comma), "--inter-node-prior");
+    o.link_time_high = parse_double(text.substr(comma + 1), "--inter-node-prior");
+  } catch (const UsageError&) {
+    throw_bad_usage("--inter-node-prior", text, expected);
   }
+  check_interval_options(o);
+  options = o;
 }
 
 Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options) {
@@ -283,16 +360,36 @@ Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& opt
     if (fitted) u.notes.push_back("calibration '" + fitted->name + "' has no leave-one-out errors: model-form error " +
                                   "from the seed calibration's");
   }
+  // A calibration with either inter-node parameter was fitted on runs across nodes: it knows its
+  // link (at the node counts it saw); one without has only seen NVLink.
+  const bool inter_node = u.parameters.count("nic_efficiency") != 0 || u.parameters.count("alltoall_inter_efficiency") != 0;
   std::string priors;
-  for (const auto& p : parameter_priors()) {
-    const bool held = p.name == "hbm_efficiency" ? has_hbm : u.parameters.count(p.name) != 0;
+  for (auto p : parameter_priors()) {
+    const bool held = p.name == "hbm_efficiency"    ? has_hbm
+                      : p.name == "inter_node_link" ? inter_node
+                                                    : u.parameters.count(p.name) != 0;
     if (held || options.fixed.count(p.name)) continue;
+    if (p.name == "inter_node_link" &&
+        (options.link_time_low != kLinkTimeLow || options.link_time_high != kLinkTimeHigh)) {
+      p.low = 1.0 / options.link_time_high;
+      p.high = 1.0 / options.link_time_low;
+      p.evidence = "--inter-node-prior";
+    }
     u.priors.push_back(p);
     priors += (priors.empty() ? "" : ", ") + p.name;
   }
   if (fitted && !priors.empty())
     u.notes.push_back("calibration '" + fitted->name + "' does not hold " + priors +
                       ": their prior ranges widen the intervals where they matter (e.g. inter-node ones at several nodes)");
+  u.calibrated_nodes = options.calibrated_nodes > 0 ? options.calibrated_nodes : (inter_node || !fitted ? 2 : 1);
+  if (fitted && !options.beyond_model_error.empty()) {
+    u.beyond_model_error = options.beyond_model_error;
+    u.beyond_model_error_source = "node-count extrapolation of calibration '" + fitted->name + "'";
+  }
+  if (inter_node) {
+    u.scaling_from_nodes = u.calibrated_nodes;
+    u.node_scaling = options.node_scaling;
+  }
   return u;
 }
 
@@ -310,7 +407,7 @@ const std::vector<std::string>& interval_metrics() {
 // One source of error: a principal direction of the covariance (1σ step in parameter space), a
 // prior, or the fabric factor.
 struct IntervalModel::Source {
-  enum class Kind { direction, prior, fabric } kind = Kind::direction;
+  enum class Kind { direction, prior, fabric, scaling } kind = Kind::direction;
   std::vector<std::pair<std::string, double>> direction;  // parameter, 1σ displacement
   double step_minus = 0, step_plus = 0;                   // in units of the direction, inside bounds
   ParameterPrior prior;
@@ -376,12 +473,20 @@ std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfi
   for (const auto& p : u.priors) {
     Source s;
     s.kind = Source::Kind::prior;
-    s.prior = prior_for(p, config.fabric.name);
+    s.prior = p;
     out.push_back(s);
   }
   if (u.fabric_spread > 0 && config.nodes > 1) {
     Source s;
     s.kind = Source::Kind::fabric;
+    out.push_back(s);
+  }
+  if (u.scaling_from_nodes > 0 && config.nodes > u.scaling_from_nodes && u.node_scaling > 0) {
+    Source s;
+    s.kind = Source::Kind::scaling;
+    // The drift of a random walk in log2(nodes): its 90 % end grows with √doublings.
+    s.step_plus = s.step_minus =
+        u.node_scaling * std::sqrt(std::log2(static_cast<double>(config.nodes) / u.scaling_from_nodes));
     out.push_back(s);
   }
   return out;
@@ -412,12 +517,12 @@ std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>
       changed = apply_prior(source->prior, side, per, c) || changed;
       kc.config = per.config;  // the kernel part is the same for every configuration
     }
-  } else if (source && source->kind == Source::Kind::fabric) {
-    const double f = std::exp(side * kIntervalZ * uncertainty_.fabric_spread);
-    for (auto& c : cs) {
-      c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * f);
-      c.alltoall_inter_efficiency = clamp_efficiency(c.alltoall_inter_efficiency * f);
-    }
+  } else if (source && (source->kind == Source::Kind::fabric || source->kind == Source::Kind::scaling)) {
+    // The inter-node bandwidth: the NIC's effective rate, which the FSDP rings and the DES
+    // all-to-all both run at (scaling alltoall_inter_efficiency too would count the all-to-all twice).
+    const double log_f = source->kind == Source::Kind::fabric ? kIntervalZ * uncertainty_.fabric_spread : source->step_plus;
+    const double f = std::exp(side * log_f);
+    for (auto& c : cs) c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * f);
     changed = true;
   }
   std::vector<double> out;
@@ -499,7 +604,7 @@ std::map<std::string, Interval> IntervalModel::intervals(const sim::WhatifConfig
   for (std::size_t i = 0; i < n; ++i) {
     if (!std::isfinite(central[i])) continue;
     const auto& metric = interval_metrics()[i];
-    const double e = model_error_of(uncertainty_, metric) * std::abs(central[i]);
+    const double e = model_error_of(uncertainty_, metric, config.nodes) * std::abs(central[i]);
     acc.linear(i, e);
     out[metric] = make_interval(central[i], acc.down[i], acc.up[i], true);
   }
@@ -523,7 +628,7 @@ std::map<std::string, Interval> IntervalModel::differences(const sim::WhatifConf
     const double d0 = diff(central, i);
     if (!std::isfinite(d0)) continue;
     const auto& metric = interval_metrics()[i];
-    const double e = model_error_of(uncertainty_, metric);
+    const double e = model_error_of(uncertainty_, metric, a.nodes);
     acc.linear(i, e * std::abs(central[i]));      // the two configurations' model-form errors,
     acc.linear(i, e * std::abs(central[n + i]));  // taken as independent
     out[metric] = make_interval(d0, acc.down[i], acc.up[i], false);

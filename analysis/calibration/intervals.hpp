@@ -1,6 +1,6 @@
 #pragma once
 // Prediction intervals of the what-if step model: a central value and a 90 % interval for every
-// predicted time metric, from three sources of error, each propagated by perturbing the model's
+// predicted time metric, from these sources of error, each propagated by perturbing the model's
 // inputs and re-running the model (never by scaling the result):
 //
 //   (a) the fitted parameters' covariance (a `dionsim calibrate` file, schema 2): linearised — the
@@ -12,14 +12,22 @@
 //       the relative rms error per metric (stored in the calibration as "model_error"); a metric
 //       the leave-one-out has no cells of takes the largest time metric's; a calibration without
 //       them takes kDefaultModelError (the seed calibration's, docs/calibration.md);
-//   (c) fabric variability between node sets of one cluster: the inter-node bandwidth (NIC
-//       efficiency and inter-node all-to-all efficiency together, one factor) at exp(±z·s), with s
+//   (b') what the leave-one-out cannot show: at more nodes than the calibration's runs had, the
+//       inter-node link's drift with the node count (node_scaling: how far measured / modelled of
+//       one published cluster moves per doubling of its nodes), the link at exp(±q·√doublings);
+//   (c) fabric variability between node sets of one cluster: the inter-node bandwidth (the NIC
+//       efficiency, which the FSDP rings and the all-to-all both run at) at exp(±z·s), with s
 //       from public evidence (kPublishedFabricSpread, fabric_spread_from_published) or
 //       `--fabric-spread`; it moves only what crosses nodes.
 // and, for a parameter the calibration does not hold (no calibration at all, or a one-node
 // calibration asked about several nodes): that parameter's prior (parameter_priors(): a 90 % range
 // from public evidence and dionsim's own calibrations), the model evaluated at both ends. That is
-// the "widen honestly" rule: nothing the data did not constrain is treated as known.
+// the "widen honestly" rule: nothing the data did not constrain is treated as known. The
+// inter-node link is one prior ("inter_node_link": one factor on the bandwidth that the FSDP
+// rings and the all-to-all share, so that both reach their ends together) plus the all-to-all's
+// own share of it ("alltoall_inter_efficiency"); its range is what the published clusters show
+// against the fabric dionsim assumed for them (inter_node_prior_from_published), because a
+// measurement CSV does not state its fabric: the calibration's fabric is an assumption.
 //
 // Combination: each source contributes an upward and a downward deviation (a source evaluated at
 // its 90 % ends contributes |Δ|/z as a standard deviation on its side; a linearised one the same on
@@ -78,6 +86,34 @@ struct FabricSpreadEstimate {
 // fabric_spread_from_published on the committed CSV, rounded to 3 decimals (a test checks it).
 inline constexpr double kPublishedFabricSpread = 0.023;
 
+// The inter-node link of an unseen cluster, from the published nccl-tests rows
+// (../shared/data/nccl-published): bandwidth-bound rows (>= 64 MiB, >= 2 nodes) predicted by
+// validate-collectives on the fabric preset the cluster table assumes for the row's GPU, grouped
+// by (cluster = one repository's rows of one GPU label, nodes, GPUs per node); a group's value is
+// its median measured / modelled time.
+//   link: the ring collectives' group medians; the 90 % range is the distribution-free prediction
+//         interval for one more group, [x(k), x(n+1-k)] with k = max(1, floor(0.05 (n+1)))
+//         (a new draw falls between the k-th smallest and largest of n with probability
+//         (n+1-2k)/(n+1));
+//   alltoall_vs_ring: a group's all-to-all median over its ring median, where it has both (the
+//         all-to-all's own share of the link), the same rule;
+//   node_scaling: per (cluster, GPUs per node, ring or all-to-all), between consecutive node
+//         counts, |Δ log(measured / modelled)| / √(log2 of the node ratio); the 90 % end is the
+//         k-th largest of m with k = max(1, floor(0.1 (m+1))).
+struct InterNodePriorEstimate {
+  double link_time_low = 1, link_time_high = 1;  // time factors on the assumed fabric's model
+  int link_groups = 0;
+  double alltoall_vs_ring_low = 1, alltoall_vs_ring_high = 1;
+  int alltoall_pairs = 0;
+  double node_scaling = 0;  // 90 % end of |Δ log time| per √doubling
+  int node_scaling_steps = 0;
+};
+[[nodiscard]] InterNodePriorEstimate inter_node_prior_from_published(const std::vector<PublishedRow>& rows);
+// inter_node_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
+inline constexpr double kLinkTimeLow = 0.513, kLinkTimeHigh = 3.555;          // 30 groups
+inline constexpr double kAlltoallVsRingLow = 0.807, kAlltoallVsRingHigh = 1.474;  // 15 pairs
+inline constexpr double kNodeScaling = 0.467;                                     // 20 steps
+
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).
 [[nodiscard]] const std::map<std::string, double>& default_model_error();
@@ -86,7 +122,9 @@ inline constexpr double kPublishedFabricSpread = 0.023;
 // the preset value (efficiencies, slowdowns; clamped to the parameter's bounds) or as absolute
 // values (times whose preset is 0).
 struct ParameterPrior {
-  std::string name;  // the calibration parameter ("nic_efficiency", "hbm_efficiency" for every class)
+  // the calibration parameter ("hbm_efficiency" for every class; "inter_node_link" for the NIC's
+  // effective rate, held by a calibration holding nic_efficiency or alltoall_inter_efficiency)
+  std::string name;
   bool relative = true;
   double low = 1, high = 1;  // factors (relative) or values
   std::string evidence;      // where the range comes from (docs/calibration.md)
@@ -95,13 +133,31 @@ struct ParameterPrior {
 
 struct IntervalOptions {
   double fabric_spread = kPublishedFabricSpread;  // --fabric-spread (relative sd, >= 0)
+  // --inter-node-prior LO,HI: the 90 % range of the inter-node link's time as a factor on the
+  // assumed fabric's model, for a calibration without inter-node parameters (default: the
+  // published clusters', kLinkTimeLow..kLinkTimeHigh).
+  double link_time_low = kLinkTimeLow, link_time_high = kLinkTimeHigh;
+  // (b') the link's 90 % drift per √doubling of nodes beyond the calibration's (kNodeScaling).
+  double node_scaling = kNodeScaling;
+  // The largest node count of the calibration's runs; 0 = not known (a calibration file does not
+  // record it): then 2 for a calibration holding inter-node parameters (the fewest it has seen)
+  // or none, 1 for one without.
+  int calibrated_nodes = 0;
+  // (b) beyond calibrated_nodes: model-form error per whatif metric of the calibration's own
+  // node-count extrapolation (extrapolation.hpp node_count_model_error); empty = not known, then
+  // every metric there takes the largest time metric's leave-one-out error (the leave-one-out
+  // has no cells at that node count, as for a metric without cells).
+  std::map<std::string, double> beyond_model_error;
   // Step parameters the command line set (fwd_bwd_ms, rank_skew_ms, host_launch_us,
   // collective_hbm_slowdown): the user's value is an input, not uncertain.
   std::set<std::string> fixed;
 };
 
-// UsageError naming --fabric-spread for a spread outside [0, 1].
+// UsageError naming --fabric-spread for a spread outside [0, 1], --inter-node-prior for a range
+// that is not 0 < LO <= HI <= 100, and a negative node_scaling.
 void check_interval_options(const IntervalOptions& options);
+// "LO,HI" of --inter-node-prior into options (UsageError naming the flag and the text).
+void parse_inter_node_prior(const std::string& text, IntervalOptions& options);
 
 // Everything uncertain about predictions made with one calibration (or none).
 struct Uncertainty {
@@ -114,6 +170,14 @@ struct Uncertainty {
   std::map<std::string, double> model_error;  // (b) whatif metric -> relative sd
   std::string model_error_source;
   double fabric_spread = kPublishedFabricSpread;  // (c)
+  // (b) at nodes > calibrated_nodes: max(the metric's leave-one-out error, beyond_model_error's)
+  int calibrated_nodes = 1;
+  std::map<std::string, double> beyond_model_error;
+  std::string beyond_model_error_source;
+  // (b') at nodes > scaling_from_nodes, when the calibration holds inter-node parameters (0: no
+  // such term — the link prior covers unseen node counts too).
+  int scaling_from_nodes = 0;
+  double node_scaling = kNodeScaling;
   std::set<std::string> fixed;
   std::vector<std::string> notes;  // what was widened and why (for stderr, once)
 };

@@ -121,13 +121,7 @@ class Predictor {
     std::vector<sim::WhatifResult> out;
     for (std::size_t i = 0; i < base_.size(); ++i) {
       const auto& [cal, kernels] = by_variant.at(variants_[i]);
-      sim::WhatifConfig w = base_[i];
-      (void)sim::apply_step_calibration(cal.step, w);
-      if (host_behind_[i]) w.host_ahead = false;
-      // An all-to-all measured at this world (nccl-tests, anchors) is replayed, as whatif does.
-      const auto pinned = cal.alltoall_algbw_GBps_by_world.find(w.shard_world());
-      if (pinned != cal.alltoall_algbw_GBps_by_world.end() && !w.alltoall_algbw_GBps) w.alltoall_algbw_GBps = pinned->second;
-      if (!w.fwd_bwd_ms) w.fwd_bwd_ms = 400.0;  // no step wall selected: it does not matter
+      sim::WhatifConfig w = as_fitted(base_[i], host_behind_[i], cal);
       auto result = sim::run_whatif(w, inventories_.at(w.model), kernels);
       if (!collected_) collect_classes(result, i);
       out.push_back(std::move(result));
@@ -147,6 +141,7 @@ class Predictor {
   [[nodiscard]] const std::string& label() const { return label_; }
   [[nodiscard]] const sim::Hardware& hw() const { return hw_; }
   [[nodiscard]] const std::vector<sim::WhatifConfig>& base() const { return base_; }
+  [[nodiscard]] const std::vector<bool>& host_behind() const { return host_behind_; }
   [[nodiscard]] const std::map<std::string, opt::Inventory>& inventories() const { return inventories_; }
 
  private:
@@ -624,7 +619,19 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
 StepModelSetup step_model_setup(const std::vector<MeasuredConfiguration>& configurations,
                                 const StepFitOptions& options) {
   const Predictor predictor(configurations, options);
-  return {predictor.hardware(), predictor.label(), predictor.hw(), predictor.base(), predictor.inventories()};
+  return {predictor.hardware(), predictor.label(), predictor.hw(), predictor.base(), predictor.inventories(),
+          predictor.host_behind()};
+}
+
+sim::WhatifConfig as_fitted(sim::WhatifConfig config, bool host_behind, const sim::KernelCalibration& calibration) {
+  (void)sim::apply_step_calibration(calibration.step, config);
+  if (host_behind) config.host_ahead = false;
+  // An all-to-all measured at this world (nccl-tests, anchors) is replayed, as whatif does.
+  const auto pinned = calibration.alltoall_algbw_GBps_by_world.find(config.shard_world());
+  if (pinned != calibration.alltoall_algbw_GBps_by_world.end() && !config.alltoall_algbw_GBps)
+    config.alltoall_algbw_GBps = pinned->second;
+  if (!config.fwd_bwd_ms) config.fwd_bwd_ms = 400.0;  // no step wall selected: it does not matter
+  return config;
 }
 
 std::vector<PredictionRow> compare_predictions(const std::vector<MeasuredConfiguration>& configurations,

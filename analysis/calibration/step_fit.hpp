@@ -34,6 +34,7 @@
 #include "analysis/measured/measurements.hpp"
 #include "optimizer/inventory.hpp"
 #include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
 
 namespace dionsim::analysis {
 
@@ -147,9 +148,17 @@ struct StepModelSetup {
   sim::Hardware hw;
   std::vector<sim::WhatifConfig> configs;
   std::map<std::string, opt::Inventory> inventories;  // by model
+  // Of each configuration: an optimizer step timed alone by the host (opt.step() of a benchmark),
+  // which the model runs with the host not ahead.
+  std::vector<bool> host_behind;
 };
 [[nodiscard]] StepModelSetup step_model_setup(const std::vector<MeasuredConfiguration>& configurations,
                                               const StepFitOptions& options = {});
+
+// A configuration of the setup as the fit predicts it with `calibration`: its step parameters
+// applied, the host not ahead for a step timed alone, an all-to-all measured at its world replayed.
+[[nodiscard]] sim::WhatifConfig as_fitted(sim::WhatifConfig config, bool host_behind,
+                                          const sim::KernelCalibration& calibration);
 
 struct PredictionRow {
   std::string configuration;  // MeasurementConfig::label()

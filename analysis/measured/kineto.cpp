@@ -94,6 +94,27 @@ bool looks_like_gemm(std::string_view name) {
          starts_with(n, "triton_tem_fused_bmm") || starts_with(n, "triton_tem_fused_addmm");
 }
 
+[[noreturn]] void bad_event(const std::string& source, std::size_t index, const std::string& what);
+
+// An integer of an event's args: absent = 0, else an integer (or an integral float) in [lo, 2^50].
+// get<std::int64_t>() of 1e300 or of a uint64 past 2^63 is undefined; a string was read as 0.
+std::int64_t event_int(const json& value, const char* key, const std::string& source, std::size_t index,
+                       std::int64_t lo = 0) {
+  constexpr std::int64_t kMax = std::int64_t{1} << 50;
+  if (value.is_number_unsigned() && value.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMax)) {
+    const auto v = static_cast<std::int64_t>(value.get<std::uint64_t>());
+    if (v >= lo) return v;
+  } else if (value.is_number_integer() && !value.is_number_unsigned()) {
+    const auto v = value.get<std::int64_t>();
+    if (v >= lo && v <= kMax) return v;
+  } else if (value.is_number_float()) {
+    const double v = value.get<double>();
+    if (v >= static_cast<double>(lo) && v <= static_cast<double>(kMax) && v == std::floor(v)) return static_cast<std::int64_t>(v);
+  }
+  bad_event(source, index, std::string(key) + ": got " + json_excerpt(value) + ", expected an integer in [" +
+                               std::to_string(lo) + ", 2^50]");
+}
+
 struct GemmShape {
   std::int64_t flops = 0;
   std::int64_t bytes = 0;
@@ -101,7 +122,8 @@ struct GemmShape {
 
 // FLOPs and bytes of an aten GEMM op from its recorded "Input Dims" / "Input type".
 // mm: [m,k],[k,n]; bmm: [b,m,k],[b,k,n]; addmm: bias,[m,k],[k,n]; baddbmm: bias,[b,m,k],[b,k,n].
-std::optional<GemmShape> gemm_shape(std::string_view op, const json& args) {
+std::optional<GemmShape> gemm_shape(std::string_view op, const json& args, const std::string& source,
+                                    std::size_t index) {
   const auto dims_it = args.find("Input Dims");
   if (dims_it == args.end() || !dims_it->is_array()) {
     return std::nullopt;
@@ -119,15 +141,22 @@ std::optional<GemmShape> gemm_shape(std::string_view op, const json& args) {
   const json& lhs = dims[a];
   const json& rhs = dims[a + 1];
   std::int64_t b = 1, m = 0, k = 0, n = 0;
+  // Each dimension at most 2^24 (an inventory's limit), the batch 2^20: 2·b·m·n·k stays in int64.
+  const auto dim = [&](const json& v, std::int64_t hi) {
+    const std::int64_t d = event_int(v, "Input Dims", source, index);
+    if (d > hi) bad_event(source, index, "Input Dims: got " + std::to_string(d) + ", expected at most " + std::to_string(hi));
+    return d;
+  };
+  constexpr std::int64_t kDim = std::int64_t{1} << 24;
   if (lhs.size() == 2 && rhs.size() == 2) {
-    m = lhs[0].get<std::int64_t>();
-    k = lhs[1].get<std::int64_t>();
-    n = rhs[1].get<std::int64_t>();
+    m = dim(lhs[0], kDim);
+    k = dim(lhs[1], kDim);
+    n = dim(rhs[1], kDim);
   } else if (lhs.size() == 3 && rhs.size() == 3) {
-    b = lhs[0].get<std::int64_t>();
-    m = lhs[1].get<std::int64_t>();
-    k = lhs[2].get<std::int64_t>();
-    n = rhs[2].get<std::int64_t>();
+    b = dim(lhs[0], std::int64_t{1} << 20);
+    m = dim(lhs[1], kDim);
+    k = dim(lhs[2], kDim);
+    n = dim(rhs[2], kDim);
   } else {
     return std::nullopt;
   }
@@ -139,11 +168,10 @@ std::optional<GemmShape> gemm_shape(std::string_view op, const json& args) {
   return GemmShape{2 * b * m * n * k, b * (m * k + k * n + m * n) * elem};
 }
 
-std::int64_t arg_int(const json& args, const char* key) {
+std::int64_t arg_int(const json& args, const char* key, const std::string& source, std::size_t index,
+                     std::int64_t lo = 0) {
   const auto it = args.find(key);
-  if (it == args.end()) return 0;
-  if (it->is_number()) return it->get<std::int64_t>();
-  return 0;
+  return it == args.end() ? 0 : event_int(*it, key, source, index, lo);
 }
 
 struct Launch {
@@ -286,14 +314,14 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
       k.stream = tid_of(e);
       k.start_ns = start;
       k.dur_ns = length;
-      k.launch_ns = arg_int(args, "correlation");  // resolved to a time below
+      k.launch_ns = arg_int(args, "correlation", source, i, -(std::int64_t{1} << 50));  // resolved to a time below
       if (cat == "kernel" && is_nccl_kernel(name)) {
         const auto coll = args.find("Collective name");
         // Without collective args (older PyTorch) the kernel name says it: ncclDevKernel_AllGather_RING_LL.
         k.collective = normalize_collective(coll != args.end() && coll->is_string() ? coll->get<std::string>() : name);
-        k.in_nelems = arg_int(args, "In msg nelems");
-        k.out_nelems = arg_int(args, "Out msg nelems");
-        k.group_size = static_cast<int>(arg_int(args, "Group size"));
+        k.in_nelems = arg_int(args, "In msg nelems", source, i);
+        k.out_nelems = arg_int(args, "Out msg nelems", source, i);
+        k.group_size = static_cast<int>(std::min<std::int64_t>(arg_int(args, "Group size", source, i), 1 << 30));
         if (const auto dt = args.find("dtype"); dt != args.end() && dt->is_string()) {
           k.dtype_bytes = dtype_size_bytes(dt->get<std::string>());
           if (k.dtype_bytes == 0) {
@@ -304,7 +332,7 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
       } else if (cat == "kernel") {
         k.is_gemm = looks_like_gemm(name);
       }
-      kernel_external_ids.push_back(arg_int(args, "External id"));
+      kernel_external_ids.push_back(arg_int(args, "External id", source, i, -(std::int64_t{1} << 50)));
       trace.kernels.push_back(std::move(k));
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
       if (const auto corr = args.find("correlation"); corr != args.end() && corr->is_number_integer()) {
@@ -318,8 +346,8 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
       } else if (starts_with(name, "autograd::engine::evaluate_function")) {
         autograd[tid_of(e)].add(start, start + length);
       } else if (cat == "cpu_op") {
-        if (const auto shape = gemm_shape(name, args)) {
-          gemm_ops[arg_int(args, "External id")] = *shape;
+        if (const auto shape = gemm_shape(name, args, source, i)) {
+          gemm_ops[arg_int(args, "External id", source, i, -(std::int64_t{1} << 50))] = *shape;
         }
       }
     }

@@ -98,12 +98,14 @@ class Fields {
     if (!value) throw_bad_input(where_, column, t, "a number");
     return *value;
   }
-  [[nodiscard]] std::int64_t integer(const std::string& column, std::int64_t min_value) const {
+  // Bounded above too: a count of 2^31 became a negative int (and world = gpus_per_node x nodes overflowed).
+  [[nodiscard]] std::int64_t integer(const std::string& column, std::int64_t min_value, std::int64_t max_value) const {
     const std::string t = text(column);
     std::int64_t value = 0;
     const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), value);
-    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || value < min_value) {
-      throw_bad_input(where_, column, t, "an integer >= " + std::to_string(min_value));
+    if (t.empty() || ec != std::errc() || ptr != t.data() + t.size() || value < min_value || value > max_value) {
+      throw_bad_input(where_, column, t,
+                      "an integer in [" + std::to_string(min_value) + ", " + std::to_string(max_value) + "]");
     }
     return value;
   }
@@ -343,9 +345,9 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
     c.source = f.nonempty("source");
     c.run = f.nonempty("run");
     c.hardware = f.nonempty("hardware");
-    c.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1));
-    c.nodes = static_cast<int>(f.integer("nodes", 1));
-    c.world = static_cast<int>(f.integer("world", 1));
+    c.gpus_per_node = static_cast<int>(f.integer("gpus_per_node", 1, 1024));
+    c.nodes = static_cast<int>(f.integer("nodes", 1, 1 << 20));
+    c.world = static_cast<int>(f.integer("world", 1, 1 << 30));
     if (c.world != c.gpus_per_node * c.nodes) {
       throw_bad_input(f.where(), "world", f.text("world"),
                       "gpus_per_node x nodes = " + std::to_string(c.gpus_per_node * c.nodes));
@@ -460,8 +462,8 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
       CollectiveAnchor c;
       c.line = line;
       c.op = what == "alltoall_busbw" ? "all_to_all" : "all_gather";
-      c.world = static_cast<int>(f.integer("world", 2));
-      c.bytes = f.integer("bytes", 1);
+      c.world = static_cast<int>(f.integer("world", 2, 1 << 30));
+      c.bytes = f.integer("bytes", 1, std::int64_t{1} << 50);
       c.busbw_GBps = value;
       anchors.collectives.push_back(c);
     } else if (what.rfind("reference_", 0) == 0 && what.size() > 22 &&
@@ -473,7 +475,7 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
       if (s.optimizer != "dion2" && s.optimizer != "nordion2") {
         throw_bad_input(f.where(), "what", what, "reference_Dion2_opt_step_ms or reference_NorDion2_opt_step_ms");
       }
-      s.world = static_cast<int>(f.integer("world", 1));
+      s.world = static_cast<int>(f.integer("world", 1, 1 << 30));
       s.model = f.nonempty("shape");
       s.scope = f.scope("scope");
       s.fraction = f.fraction("fraction");

@@ -7,6 +7,7 @@
 #include "common/csv.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
+#include "common/parse.hpp"
 
 namespace dionsim::analysis {
 
@@ -57,11 +58,15 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
     r.nodes = static_cast<int>(integer("nodes", 1, 1 << 20));
     r.world = static_cast<int>(integer("world", 1, 1 << 24));
     r.size_bytes = integer("size_bytes", 0, 1LL << 50);
-    const std::string& t = get("time_us");
-    char* end = nullptr;
-    r.time_us = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !std::isfinite(r.time_us) || r.time_us <= 0) {
-      throw_bad_input(where, "time_us", t, "a positive time in us");
+    // The one number rule (common/parse): strtod took 1e300 and the subnormal 1e-320 as times.
+    const auto t = to_number(get("time_us"));
+    if (!t || *t <= 0) throw_bad_input(where, "time_us", get("time_us"), "a positive time in us (at most 1e15)");
+    r.time_us = *t;
+    // Columns the validation does not use are still numbers when given (nan in count was accepted).
+    for (const char* optional : {"count", "algbw_GBps", "busbw_GBps"}) {
+      if (col.count(optional) && !get(optional).empty() && !to_number(get(optional))) {
+        throw_bad_input(where, optional, get(optional), "empty or a finite number (at most 1e15)");
+      }
     }
     if (r.collective != "allgather" && r.collective != "reducescatter" && r.collective != "allreduce" &&
         r.collective != "alltoall") {

@@ -65,14 +65,16 @@ std::vector<MeasuredConfiguration> measured_configurations_from_db(const Databas
       c.source = j.value("source", std::string("db"));
       c.run = j.value("run", "run-" + std::to_string(run.id));
       c.hardware = j.at("hardware").get<std::string>();
-      c.gpus_per_node = j.at("gpus_per_node").get<int>();
-      c.nodes = j.at("nodes").get<int>();
-      c.world = j.value("world", c.gpus_per_node * c.nodes);
+      // Bounded integers: get<int>() of a stored 1e300 is undefined and came out as --world -8589934592.
+      c.gpus_per_node = static_cast<int>(json_integer(j.at("gpus_per_node"), where, "config.gpus_per_node", 1, 1024));
+      c.nodes = static_cast<int>(json_integer(j.at("nodes"), where, "config.nodes", 1, 1 << 20));
+      c.world = j.contains("world") ? static_cast<int>(json_integer(j.at("world"), where, "config.world", 1, 1 << 30))
+                                    : c.gpus_per_node * c.nodes;
       c.model = j.at("model").get<std::string>();
       c.optimizer = lower(j.at("optimizer").get<std::string>());
       c.ns = j.at("ns").get<std::string>();
       c.scope = j.at("scope").get<std::string>();
-      c.fraction = j.at("fraction").get<double>();
+      c.fraction = json_number(j.at("fraction"), where, "config.fraction", 1e-15, 1.0);
       if (j.contains("capacity_factor")) c.capacity_factor = opt::capacity_factor_from_json(j.at("capacity_factor"), where);
     } catch (const json::exception& e) {
       throw InputError(where + ": config: " + e.what());

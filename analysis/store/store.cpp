@@ -573,6 +573,12 @@ MetricRow read_metric(const sqlite::Connection& db, const sqlite::Statement& row
   MetricRow m;
   m.name = row.column_text(first);
   m.value = row.column_double(first + 1);
+  // dionsim stores finite values only (validate_record); an infinity written by another tool would
+  // reach plots and fits as a number (scripts/fuzz_cli.py: a log axis of inf, a fit on inf).
+  if (!std::isfinite(m.value)) {
+    throw IoError(describe_bad_value(db.path() + ": metrics." + m.name, "value", number_text(m.value),
+                                     "a finite number, as dionsim stores (the database was changed by another tool)"));
+  }
   m.unit = row.column_text(first + 2);
   m.rank = row.column_optional_int(first + 3);
   m.step = row.column_optional_int(first + 4);

@@ -106,8 +106,8 @@ TEST_CASE("cross-validation: folds too small for a nested leave-one-out say so",
   for (const auto& f : cv.folds) {
     CHECK_FALSE(f.nested());
     CHECK(f.model_error_configurations == 0);
-    // One node constrains nothing inter-node: those parameters take their priors.
-    CHECK(std::find(f.priors.begin(), f.priors.end(), "nic_efficiency") != f.priors.end());
+    // One node constrains nothing inter-node: the link takes its prior (intervals.hpp: inter_node_link).
+    CHECK(std::find(f.priors.begin(), f.priors.end(), "inter_node_link") != f.priors.end());
   }
   REQUIRE(cv.notes.size() == 2);
   CHECK(cv.notes[0].find("3 of 3 folds have no nested leave-one-out") == 0);

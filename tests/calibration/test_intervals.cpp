@@ -88,7 +88,9 @@ TEST_CASE("the fabric spread is the published repeats' and applies only across n
   CHECK(e.across_runs_dof > 10);
   CHECK(e.back_to_back_pairs > 100);
   CHECK(std::round(e.spread() * 1000.0) / 1000.0 == Approx(kPublishedFabricSpread).margin(1e-12));
-  CHECK_THROWS_AS(uncertainty_of(nullptr, IntervalOptions{-0.1, {}}), UsageError);
+  IntervalOptions negative;
+  negative.fabric_spread = -0.1;
+  CHECK_THROWS_AS(uncertainty_of(nullptr, negative), UsageError);
   // One node: the spread changes nothing; two nodes: the inter-node metrics widen with it.
   const auto runs = seed_runs();
   auto cal = fwd_bwd_only(0.0);
@@ -110,6 +112,119 @@ TEST_CASE("the fabric spread is the published repeats' and applies only across n
   const double a2a_wide = half(predict_with_intervals(two, cal, wide), "a2a_ms");
   CHECK(a2a_none < 1e-3);
   CHECK(a2a_wide > 0.5);  // ~18 ms of inter-node all-to-all, up to 18 % slower
+}
+
+TEST_CASE("the inter-node prior is the published clusters' against the fabric assumed for them", "[intervals]") {
+  const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
+  const auto e = inter_node_prior_from_published(rows);
+  auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
+  CHECK(e.link_groups == 30);
+  CHECK(e.alltoall_pairs == 15);
+  CHECK(e.node_scaling_steps == 20);
+  CHECK(round3(e.link_time_low) == Approx(kLinkTimeLow).margin(1e-12));
+  CHECK(round3(e.link_time_high) == Approx(kLinkTimeHigh).margin(1e-12));
+  CHECK(round3(e.alltoall_vs_ring_low) == Approx(kAlltoallVsRingLow).margin(1e-12));
+  CHECK(round3(e.alltoall_vs_ring_high) == Approx(kAlltoallVsRingHigh).margin(1e-12));
+  CHECK(round3(e.node_scaling) == Approx(kNodeScaling).margin(1e-12));
+  // The seed thread's ~19 GB/s per rank in the 2-node all-to-all is 0.39 of NDR400's 48 GB/s
+  // effective: inside the range (it was not used to set it).
+  CHECK(kLinkTimeHigh > 48.0 / 18.9);
+
+  IntervalOptions bad;
+  CHECK_THROWS_AS(parse_inter_node_prior("2,1", bad), UsageError);
+  CHECK_THROWS_AS(parse_inter_node_prior("0,1", bad), UsageError);
+  CHECK_THROWS_AS(parse_inter_node_prior("1", bad), UsageError);
+  CHECK_THROWS_AS(parse_inter_node_prior("1,2,3", bad), UsageError);
+  CHECK_THROWS_AS(parse_inter_node_prior("a,2", bad), UsageError);
+  CHECK(bad.link_time_low == kLinkTimeLow);  // a refused value changes nothing
+  parse_inter_node_prior("0.9,2.5", bad);
+  CHECK(bad.link_time_low == 0.9);
+  CHECK(bad.link_time_high == 2.5);
+}
+
+namespace {
+
+// Every prior held at its preset except `keep`; no fabric spread; a negligible model error.
+IntervalOptions only_prior(const std::string& keep) {
+  IntervalOptions o;
+  for (const auto& p : parameter_priors())
+    if (p.name != keep) o.fixed.insert(p.name);
+  o.fabric_spread = 0.0;
+  return o;
+}
+
+const IntervalRow& row_of(const std::vector<IntervalRow>& rows, const std::string& scope, const std::string& metric) {
+  for (const auto& r : rows)
+    if (r.row.scope == scope && r.row.metric == metric) return r;
+  FAIL("no row " << scope << " " << metric);
+  return rows.front();
+}
+
+}  // namespace
+
+TEST_CASE("one inter-node link: the FSDP rings and the all-to-all reach their ends together", "[intervals]") {
+  const auto two = select_configurations(seed_runs(), {"run=2node-real-step"});
+  const auto cal = fwd_bwd_only(0.0);  // holds no inter-node parameter: the link prior applies
+  const auto rows = predict_with_intervals(two, cal, only_prior("inter_node_link"));
+  const auto& a2a = row_of(rows, "global", "a2a_ms");
+  const auto& step = row_of(rows, "global", "step_wall_ms");
+  // The all-to-all's network part at the slow end: kLinkTimeHigh × (less its latency terms).
+  CHECK(a2a.interval.hi / a2a.interval.value == Approx(kLinkTimeHigh).epsilon(0.15));
+  CHECK(a2a.interval.value - a2a.interval.lo > 0.0);
+  // The same end exposes the FSDP rings: the step moves by hundreds of ms, not by the a2a alone.
+  CHECK(step.interval.hi - step.interval.value > 5.0 * (a2a.interval.hi - a2a.interval.value));
+  // A difference on one node set perturbs both scopes with one link: its ends are the
+  // configurations' own ends, differenced.
+  const auto& capped = row_of(rows, "global_capped", "a2a_ms");
+  for (const auto& d : predict_differences(two, cal, only_prior("inter_node_link"))) {
+    if (d.metric != "a2a_ms") continue;
+    CHECK(d.interval.hi == Approx(a2a.interval.hi - capped.interval.hi).epsilon(1e-6));
+    CHECK(d.interval.lo == Approx(a2a.interval.lo - capped.interval.lo).epsilon(1e-6));
+  }
+  // --inter-node-prior narrows it.
+  auto narrow = only_prior("inter_node_link");
+  parse_inter_node_prior("1,1.5", narrow);
+  const auto& a2a_narrow = row_of(predict_with_intervals(two, cal, narrow), "global", "a2a_ms");
+  CHECK(a2a_narrow.interval.hi / a2a_narrow.interval.value == Approx(1.5).epsilon(0.10));
+  CHECK(a2a_narrow.interval.lo == Approx(a2a_narrow.interval.value).margin(1e-9));
+}
+
+TEST_CASE("beyond the calibration's node counts: the link's drift and the node-count model error", "[intervals]") {
+  const auto runs = seed_runs();
+  const auto fit = fit_step_model(runs);
+  auto cal = calibration_from_step_fit(fit, "seed-1n2n", {}, "test");
+  attach_model_error(cal, leave_one_out_model_error(runs));
+  const auto beyond = node_count_model_error(runs, fit.parameters);
+  REQUIRE(beyond.configurations == 2);  // the two 2-node runs, predicted from the 1-node fit
+  // One node gets the 2-node runs' GPU time wrong by ~14 % even with their link (the leave-one-out: 1.7 %).
+  CHECK(beyond.relative_rms.at("opt_gpu_ms") > 0.10);
+  CHECK(cal.model_error.at("opt_gpu_ms") < 0.03);
+  CHECK(node_count_model_error(select_configurations(runs, {"run=1node-real-step"}), fit.parameters).relative_rms.empty());
+
+  const auto two = select_configurations(runs, {"run=2node-real-step"});
+  auto four = two;
+  for (auto& c : four) {
+    c.config.nodes = 4;
+    c.config.world = 16;
+  }
+  IntervalOptions at2;
+  at2.calibrated_nodes = 2;
+  at2.beyond_model_error = beyond.relative_rms;
+  // In sample at 2 nodes: neither term applies, the intervals stay narrow.
+  const auto in_sample = predict_with_intervals(two, cal, at2);
+  CHECK(summarize_coverage(in_sample).back().mean_half_width_pct < 15.0);
+  auto without = at2;
+  without.node_scaling = 0.0;
+  without.beyond_model_error.clear();
+  CHECK(row_of(predict_with_intervals(two, cal, without), "global", "a2a_ms").interval.half_width() ==
+        Approx(row_of(in_sample, "global", "a2a_ms").interval.half_width()).epsilon(1e-9));
+  // At 4 nodes: the link drifts (the all-to-all widens) and the GPU time takes the node-count error.
+  const auto predicted = predict_with_intervals(four, cal, at2);
+  const auto plain = predict_with_intervals(four, cal, without);
+  CHECK(row_of(predicted, "global", "a2a_ms").half_width_pct() > 1.5 * row_of(plain, "global", "a2a_ms").half_width_pct());
+  CHECK(row_of(predicted, "global", "opt_gpu_ms").half_width_pct() > 2.0 * row_of(plain, "global", "opt_gpu_ms").half_width_pct());
+  // A calibration file does not say its node counts: one holding inter-node parameters counts as 2.
+  CHECK(uncertainty_of(&cal, {}).scaling_from_nodes == 2);
 }
 
 TEST_CASE("the default model-form error is the seed calibration's leave-one-out", "[intervals]") {
@@ -187,10 +302,12 @@ TEST_CASE("validate --extrapolate on the seed: fit 1 node, predict 2 nodes", "[i
   CHECK(all.metric == "all");
   CHECK(all.count == 16);  // 2 configurations × 8 metrics with intervals
   // The numbers docs/calibration.md and the README quote: one node cannot show the 2-node runs'
-  // all-to-all at 0.39 of the fabric's time, which no published nccl-tests row of the fabric shows
-  // either, so most intervals miss (honestly reported, not tuned on the held-out runs).
-  CHECK(all.covered == 4);
-  CHECK(all.mean_half_width_pct == Approx(26.1).margin(0.5));
+  // link, so the inter-node prior (the published clusters' range against the assumed fabric)
+  // carries it: 13 of 16 covered at a mean half-width of 70 % (the window GEMM, slowed beside the
+  // 3× longer all-to-all, is a miss the 1-node model form cannot show). Not tuned on the held-out runs.
+  CHECK(all.covered == 13);
+  CHECK(all.mean_half_width_pct == Approx(70.4).margin(0.5));
+  CHECK(e.beyond.relative_rms.empty());  // one fitted node count: no node-count extrapolation of its own
   bool step = false;
   for (const auto& d : e.differences) {
     if (d.metric != "step_wall_ms") continue;
@@ -199,7 +316,8 @@ TEST_CASE("validate --extrapolate on the seed: fit 1 node, predict 2 nodes", "[i
     CHECK(d.scope_b == "global_capped");
     CHECK(d.measured == Approx(38.1).margin(1e-9));
     CHECK(d.interval.value == Approx(9.2).margin(0.2));
-    CHECK(d.interval.half_width() == Approx(24.3).margin(0.5));
+    CHECK(d.interval.half_width() == Approx(28.5).margin(0.5));
+    CHECK(d.covered());
   }
   CHECK(step);
   CHECK_THROWS_AS(extrapolate(select_configurations(seed_runs(), {"run=1node-real-step"}), {}), InputError);

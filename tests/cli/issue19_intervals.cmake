@@ -5,7 +5,7 @@ set(cal19 ${PROJECT_SOURCE_DIR}/docs/calibration-seed-h100.json)
 # validate --extrapolate on the seed: fitted on 1 node, the 2-node runs with coverage and the
 # global - global_capped difference (+38.1 ms measured).
 dionsim_cli_test(validate_extrapolate_seed EXIT 0
-                 MATCH "fitted on 1 node count\\(s\\) up to 1, predicted 2 nodes.*\\| all \\| 16 \\| [0-9]+ \\(.*\\| 2 \\| global − global_capped \\| step_wall_ms \\| \\+38\\.1 \\|"
+                 MATCH "fitted on 1 node count\\(s\\) up to 1, predicted 2 nodes.*\\| all \\| 16 \\| 13 \\(.*\\| 2 \\| global − global_capped \\| step_wall_ms \\| \\+38\\.1 \\| \\+9\\.2 ± 28\\.5 \\| [^|]+ \\| yes"
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate)
 dionsim_cli_test(validate_extrapolate_json EXIT 0 MATCH "\"coverage_summary\".*\"predicted_lo\""
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --json)
@@ -16,6 +16,13 @@ dionsim_cli_test(validate_extrapolate_with_calibration EXIT 2 MATCH "--extrapola
                  ARGS validate --measured ${seed19} --where run=2node-real-step --extrapolate --calibration ${cal19})
 dionsim_cli_test(validate_extrapolate_bad_spread EXIT 2 MATCH "--fabric-spread: got '-0.1', expected a relative spread in \\[0, 1\\]"
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --fabric-spread -0.1)
+dionsim_cli_test(validate_extrapolate_bad_inter_node_prior EXIT 2 MATCH "--inter-node-prior: got '3,1', expected LO,HI"
+                 ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --inter-node-prior 3,1)
+# The link prior narrowed by hand: fewer of the 2-node cells covered (the seed's link is slow).
+dionsim_cli_test(validate_extrapolate_inter_node_prior EXIT 0 MATCH "\\| all \\| 16 \\| [0-9] \\("
+                 ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --inter-node-prior 0.9,1.2)
+dionsim_cli_test(whatif_bad_inter_node_prior EXIT 2 MATCH "--inter-node-prior: got '1,x', expected LO,HI"
+                 ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --inter-node-prior 1,x)
 # whatif: every time metric with _lo/_hi in --json, "value ± half" in the table, a note without a
 # calibration, --fabric-spread checked.
 dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.6[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"

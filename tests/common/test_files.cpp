@@ -54,6 +54,9 @@ TEST_CASE("inputs that are not regular files are refused by name", "[common]") {
   std::ofstream(s.file("big")) << std::string(100, 'x');
   CHECK_THROWS_WITH(read_input_file(s.file("big"), "a CSV", 99), Catch::Contains("at most 99 bytes"));
   CHECK(read_input_file(s.file("big"), "a CSV", 100).size() == 100);
+  // scripts/fuzz_cli.py: --calibration '' printed ": cannot open for reading", naming nothing.
+  CHECK_THROWS_WITH(read_input_file("", "a CSV"), Catch::Contains("(empty file name): (file): got '', expected a CSV"));
+  CHECK_THROWS_AS(require_regular_file("", "a CSV"), InputError);
 }
 
 TEST_CASE("outputs are written atomically and never over an input", "[common]") {

@@ -214,7 +214,11 @@ TEST_CASE("capacity factor: one parser, one rule, one JSON codec", "[plan][capac
   CHECK_FALSE(dionsim::opt::parse_capacity_factor("auto", "--capacity-factor").has_value());
   CHECK(*dionsim::opt::parse_capacity_factor("1.25", "--capacity-factor") == 1.25);
   CHECK(*dionsim::opt::parse_capacity_factor("1", "--capacity-factor") == 1.0);
-  for (const char* bad : {"0.5", "0", "-2", "nan", "inf", "1e400", "", "1.5x", "Auto"}) {
+  CHECK(*dionsim::opt::parse_capacity_factor("1e6", "--capacity-factor") == 1e6);
+  // Found by scripts/fuzz_cli.py: 1e300 was accepted and overflowed B = ceil(c·pr·k) (UB).
+  CHECK_THROWS_WITH(dionsim::opt::parse_capacity_factor("1e300", "--capacity-factor"),
+                    Catch::Contains("got '1e+300', expected auto or a number in [1, 1e6]"));
+  for (const char* bad : {"0.5", "0", "-2", "nan", "inf", "1e400", "1e300", "1000001", "", "1.5x", "Auto"}) {
     INFO(bad);
     CHECK_THROWS_AS(dionsim::opt::parse_capacity_factor(bad, "--capacity-factor"), dionsim::UsageError);
   }

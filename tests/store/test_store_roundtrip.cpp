@@ -300,3 +300,18 @@ TEST_CASE("read-only access reads but never writes and needs an existing current
   create_database_at_version(old, 1);
   CHECK_THROWS_WITH(Database::open(old, Access::read_only), Catch::Contains("migrate"));
 }
+
+TEST_CASE("a stored metric another tool set to infinity is refused on reading, naming the metric", "[analysis][store]") {
+  // scripts/fuzz_cli.py: `UPDATE metrics SET value = 9e999` reached report's log axes and calibrate's fit.
+  const TempDir dir;
+  std::int64_t id = 0;
+  {
+    auto db = Database::open(dir.file("inf.db"));
+    auto record = RunRecord::begin("whatif", RunMode::simulated, {{"nodes", 1}}, 0);
+    record.metrics.push_back({.name = "step_wall_ms", .value = 1.0, .unit = "ms"});
+    id = db.store(record);
+  }
+  RawDb(dir.file("inf.db")).exec("UPDATE metrics SET value = 9e999");
+  const auto db = Database::open(dir.file("inf.db"), Access::read_only);
+  CHECK_THROWS_WITH(db.load_run(id), Catch::Contains("inf.db: metrics.step_wall_ms: value: got 'inf', expected a finite number"));
+}

@@ -295,6 +295,11 @@ TEST_CASE("whatif: bad input is refused before anything runs", "[whatif]") {
   CHECK_THROWS_AS(
       parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "typo": 1})", "cal.json", base),
       InputError);
+  // scripts/fuzz_cli.py: a name or notes of another type was a bare nlohmann type_error (exit 1).
+  CHECK_THROWS_WITH(parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "name": []})", "cal.json", base),
+                    Catch::Contains("cal.json: name: got '[]', expected a string"));
+  CHECK_THROWS_AS(parse_kernel_calibration(R"({"schema": "dionsim.kernel-calibration/1", "notes": 5})", "cal.json", base),
+                  InputError);
   const auto cal = parse_kernel_calibration(
       R"({"schema": "dionsim.kernel-calibration/1", "gemm_efficiency_scale": 1.3, "hbm_efficiency": 0.7,
           "overlap_slowdown_by_kernel": {"ns_gemm": 1.87},
