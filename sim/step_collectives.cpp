@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -160,7 +161,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
       us = c.time_us;
       a.choice = {c.algorithm, c.protocol};
     }
-    a.ns = static_cast<DurationNs>(std::ceil(us * 1e3));  // round up: never early
+    a.ns = static_cast<DurationNs>(std::ceil(us * 1e3));  // round up: never early, as model_time_ns
   }
   return cache_.emplace(key, std::move(a)).first->second;
 }
@@ -168,5 +169,28 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
 DurationNs FabricCollectiveTimer::time_ns(const CollectiveRequest& r) const { return answer(r).ns; }
 
 CollectiveChoice FabricCollectiveTimer::choice(const CollectiveRequest& r) const { return answer(r).choice; }
+
+DurationNs model_time_ns(const CollectiveCost& cost) { return static_cast<DurationNs>(std::ceil(cost.time_us * 1e3)); }
+
+ReplicaComm replica_comm(const topo::FabricSpec& fabric, int nodes, int gpus_per_node, std::int64_t shard_group) {
+  const topo::FabricSpec spec = topo::with_gpus_per_host(fabric, gpus_per_node);
+  const std::int64_t g = shard_group;
+  const std::int64_t world = static_cast<std::int64_t>(nodes) * gpus_per_node;
+  if (g < 1 || world % g != 0 || (g % gpus_per_node != 0 && gpus_per_node % g != 0)) {
+    throw std::invalid_argument("replica_comm: shard group " + std::to_string(g) + " neither whole hosts nor a divisor of one");
+  }
+  const std::int64_t per_host = g < gpus_per_node ? gpus_per_node / g : 1;
+  const std::int64_t domain = spec.gpus_per_nvlink_domain;
+  // A domain that G does not divide holds an uneven share of the replicas; NCCL's model counts
+  // ranks per node as the communicator's average, the whole-host floor is that here.
+  const std::int64_t per_domain = g < domain ? std::max(per_host, domain / g / per_host * per_host) : per_host;
+  ReplicaComm c;
+  c.spec = spec;
+  c.spec.gpus_per_host = static_cast<int>(per_host);
+  c.spec.gpus_per_nvlink_domain = static_cast<int>(per_domain);
+  c.gpus_per_node = static_cast<int>(per_host);
+  c.nodes = static_cast<int>(world / g / per_host);
+  return c;
+}
 
 }  // namespace dionsim::sim

@@ -96,7 +96,8 @@ class SymmetricFabricTimer final : public CollectiveTimer {
 // (symmetric fast mode). A fabric the fast path cannot use (leaves or NVLink domains of unequal
 // size) at more than `exact_limit_ranks` ranks takes the all-to-all's transfer from the closed
 // form above (its latency still the model's). `alltoall_algbw_GBps` pins all-to-alls as before.
-// Results are cached per (kind, bytes).
+// FSDP's all-gathers / reduce-scatters in `whatif`'s forward/backward are priced here too: a ring
+// crosses the node's G NICs at once, as NCCL's does. Results are cached per (kind, bytes).
 class FabricCollectiveTimer final : public CollectiveTimer {
  public:
   FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
@@ -105,12 +106,6 @@ class FabricCollectiveTimer final : public CollectiveTimer {
   [[nodiscard]] CollectiveChoice choice(const CollectiveRequest& request) const override;
   [[nodiscard]] bool uses_engine() const { return use_engine_; }
   [[nodiscard]] const CollectiveModel& model() const { return model_; }
-  // FSDP's gradient all-gather / reduce-scatter in `whatif`'s forward/backward: still the closed
-  // form above (ring at one GPU's NIC rate). The model's ring crosses a node's G NICs at once
-  // (what NCCL does, and what the published G = 1, 2, 4 rows show), but the seed calibration's
-  // 2-node step walls, fitted with the closed form, then come out 13 % short; moving FSDP onto
-  // the model waits for a re-fit of that calibration (docs/simulator.md, "The collective model").
-  [[nodiscard]] DurationNs fsdp_time_ns(const CollectiveRequest& request) const { return closed_form_.time_ns(request); }
   // The model's call for a request: the op and the nccl-tests size.
   [[nodiscard]] std::pair<CollectiveOp, std::int64_t> model_call(const CollectiveRequest& request) const;
 
@@ -127,5 +122,24 @@ class FabricCollectiveTimer final : public CollectiveTimer {
   bool use_engine_ = true;
   mutable std::map<std::pair<int, std::int64_t>, Answer> cache_;
 };
+
+// One call of the model in whatif's integer time: rounded up (never early), the one rounding
+// FabricCollectiveTimer and the HSDP replica all-reduce share.
+[[nodiscard]] DurationNs model_time_ns(const CollectiveCost& cost);
+
+// HSDP's replica communicator: the world/G ranks that hold one shard index, one in each shard
+// group of G consecutive ranks of a world of `nodes` hosts × `gpus_per_node`, as a fabric of its
+// own: gpus_per_node/G of them share a host when G divides it (else one per host), and the NVLink
+// domain holds domain/G of them (whole hosts; every one alone when G fills a domain). Every shard
+// index runs its all-reduce at once on disjoint GPUs and NICs, so one communicator stands for all
+// (exact on non-blocking fabrics). `collective --op allreduce --nodes N --gpus-per-node g` with
+// this N and g on a fabric of this NVLink domain gives the same time.
+struct ReplicaComm {
+  topo::FabricSpec spec;  // gpus_per_host and gpus_per_nvlink_domain of the communicator
+  int nodes = 1;          // hosts
+  int gpus_per_node = 1;  // replicas per host
+};
+[[nodiscard]] ReplicaComm replica_comm(const topo::FabricSpec& fabric, int nodes, int gpus_per_node,
+                                       std::int64_t shard_group);
 
 }  // namespace dionsim::sim

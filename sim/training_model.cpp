@@ -41,6 +41,9 @@ void validate(const TrainingConfig& config) {
   if (config.layers < 0 || config.layers > opt::kMaxLayers) {
     throw_bad_usage("--layers", std::to_string(config.layers), "an integer in [1, " + std::to_string(opt::kMaxLayers) + "]");
   }
+  if (!(std::isfinite(config.compute_overlap_slowdown) && config.compute_overlap_slowdown >= 1.0)) {
+    throw_bad_usage("ns_gemm_overlap_slowdown", std::to_string(config.compute_overlap_slowdown), "a factor >= 1");
+  }
   if (!(config.peak_bf16_TFLOPs > 0.0)) {
     throw_bad_usage("--hardware", std::to_string(config.peak_bf16_TFLOPs), "a GPU with a positive peak");
   }
@@ -83,13 +86,45 @@ DurationNs fwd_bwd_compute_ns(const TrainingConfig& config) {
   return std::llround(seconds * 1e9);
 }
 
+namespace {
+
+// One collective on the communication stream, [begin, end).
+struct Busy {
+  DurationNs begin = 0, end = 0;
+};
+
+// When `work` ns of compute started at `start` ends, running `slowdown` times slower while a
+// collective of `busy` (sorted, disjoint) is in flight. Every collective that can overlap it is
+// issued before it starts (the next reduction waits for its end), so `busy` is complete here.
+DurationNs finish(const std::vector<Busy>& busy, DurationNs start, DurationNs work, double slowdown) {
+  if (slowdown == 1.0) return start + work;  // exact integer time without contention
+  double t = static_cast<double>(start), left = static_cast<double>(work);
+  for (const auto& b : busy) {
+    if (static_cast<double>(b.end) <= t) continue;
+    if (static_cast<double>(b.begin) > t) {
+      const double free = static_cast<double>(b.begin) - t;
+      if (left <= free) return std::llround(t + left);
+      left -= free;
+      t = static_cast<double>(b.begin);
+    }
+    const double span = static_cast<double>(b.end) - t;
+    if (left * slowdown <= span) return std::llround(t + left * slowdown);
+    left -= span / slowdown;
+    t = static_cast<double>(b.end);
+  }
+  return std::llround(t + left);
+}
+
+}  // namespace
+
 FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   FwdBwdResult r;
   r.compute_ns = fwd_bwd_compute_ns(config);
   if (config.layers == 0) {  // whole-step bound: every collective hidden up to the compute
     r.fsdp_comm_ns = 2 * layer.allgather_ns + layer.reducescatter_ns + layer.allreduce_ns;
     r.replica_reduce_ns = layer.allreduce_ns;
-    r.wall_ns = std::max(r.compute_ns, r.fsdp_comm_ns);
+    const std::vector<Busy> busy{{0, r.fsdp_comm_ns}};  // every collective back to back from the start
+    r.wall_ns = std::max(r.fsdp_comm_ns, finish(busy, 0, r.compute_ns, config.compute_overlap_slowdown));
     r.fsdp_exposed_ns = r.wall_ns - r.compute_ns;
     return r;
   }
@@ -100,17 +135,21 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   const DurationNs bwd = (r.compute_ns - fwd * L) / L;
   const DurationNs last_bwd = r.compute_ns - fwd * L - bwd * (L - 1);
   const DurationNs ag = layer.allgather_ns, reduce = layer.reducescatter_ns + layer.allreduce_ns;
+  const double slowdown = config.compute_overlap_slowdown;
+  std::vector<Busy> busy;  // the communication stream's collectives, in issue order
   DurationNs comm_free = 0, compute = 0;
+  const auto issue = [&](DurationNs at, DurationNs length) {
+    const DurationNs begin = std::max(comm_free, at);
+    comm_free = begin + length;
+    if (length > 0) busy.push_back({begin, comm_free});
+    return comm_free;
+  };
   // Forward: layer 0's all-gather first; layer i+1's is issued as layer i's forward starts.
-  DurationNs gathered = ag;  // when the current layer's parameters are there
-  comm_free = ag;
+  DurationNs gathered = issue(0, ag);  // when the current layer's parameters are there
   for (std::int64_t i = 0; i < L; ++i) {
     const DurationNs start = std::max(compute, gathered);
-    if (i + 1 < L) {
-      gathered = std::max(comm_free, start) + ag;
-      comm_free = gathered;
-    }
-    compute = start + fwd;
+    if (i + 1 < L) gathered = issue(start, ag);
+    compute = finish(busy, start, fwd, slowdown);
   }
   // Backward, last layer first. The last layer is not resharded after its forward (FSDP2
   // recipes keep it: it would be gathered again at once), so its backward starts at once; layer
@@ -118,12 +157,9 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   gathered = compute;
   for (std::int64_t i = L - 1; i >= 0; --i) {
     const DurationNs start = std::max(compute, gathered);
-    if (i > 0) {
-      gathered = std::max(comm_free, start) + ag;
-      comm_free = gathered;
-    }
-    compute = start + (i == 0 ? last_bwd : bwd);
-    comm_free = std::max(comm_free, compute) + reduce;  // this layer's gradients
+    if (i > 0) gathered = issue(start, ag);
+    compute = finish(busy, start, i == 0 ? last_bwd : bwd, slowdown);
+    issue(compute, reduce);  // this layer's gradients
   }
   r.fsdp_comm_ns = (2 * L - 1) * ag + L * reduce;
   r.replica_reduce_ns = L * layer.allreduce_ns;

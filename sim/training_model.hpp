@@ -21,8 +21,14 @@
 //    done. FSDP2 runs all-gathers and reduce-scatters on two streams; when both are
 //    bandwidth-bound on the same links they share them, which one FIFO stream approximates.
 //    layers = 0 (an inventory that gives none) keeps the whole-step bound instead: the FSDP
-//    collectives of the whole model hide under the compute up to its length,
-//    fwd_bwd_wall = max(compute, all-gathers + reductions) — optimistic, as with ideal prefetch.
+//    collectives of the whole model run back to back from the start under the compute,
+//    fwd_bwd_wall = max(all-gathers + reductions, the compute's end) — optimistic, as with ideal
+//    prefetch;
+//  * contention: the compute runs `compute_overlap_slowdown` times slower while an FSDP
+//    collective is in flight (NCCL's kernels take SMs and HBM bandwidth from the GEMMs beside
+//    them — whatif passes the kernel model's GEMM-beside-a-collective slowdown, the one the
+//    optimizer's NS GEMMs get; 1 = none, the default). So FSDP is never free under the compute:
+//    a collective of length T costs T·(1 − 1/s) of compute time even when hidden.
 //  * MFU of the whole step = 6 · params · tokens_per_gpu / (step_wall · peak).
 #include <cstdint>
 #include <optional>
@@ -41,11 +47,13 @@ struct TrainingConfig {
   std::int64_t reduce_bytes = 4;     // gradient reduction dtype: 4 = fp32, 2 = bf16
   std::int64_t layers = 0;           // FSDP units (one per transformer layer); 0 = whole-step bound
   double peak_bf16_TFLOPs = 0.0;
+  double compute_overlap_slowdown = 1.0;  // >= 1: compute this many times slower beside an FSDP collective
   [[nodiscard]] std::int64_t shard_world() const { return shard_group > 0 ? shard_group : world; }
   [[nodiscard]] std::int64_t replicas() const { return world / shard_world(); }
 };
 // Throws UsageError: neither or both of fwd_bwd_ms/mfu, mfu outside (0, 1], non-positive sizes,
-// a shard group that does not divide the world, a reduce dtype other than fp32/bf16, layers < 0.
+// a shard group that does not divide the world, a reduce dtype other than fp32/bf16, layers < 0,
+// a slowdown below 1 or not finite.
 void validate(const TrainingConfig& config);
 
 // Bytes per rank of one layer's collectives (the whole step: × layers; all-gathers twice).

@@ -362,20 +362,6 @@ SubFabric shard_fabric(const WhatifConfig& c) {
   return {1, static_cast<int>(g)};  // part of a host (expand checked that g divides it)
 }
 
-// The replicas of one shard (the rank with the same shard index in every group) as a ring: inside
-// one NVLink domain when the whole world is, else every hop may leave the domain and the ring
-// runs at the NIC (the closed form's ring is bound by its slowest link).
-StepFabric replica_fabric(const WhatifConfig& c) {
-  const topo::FabricSpec spec = topo::with_gpus_per_host(c.fabric, c.gpus_per_node);
-  StepFabric f = step_fabric(spec, 1, 1);
-  const auto replicas = static_cast<int>(c.world() / c.shard_world());
-  const bool one_domain = c.world() <= spec.gpus_per_nvlink_domain;
-  f.nodes = one_domain ? 1 : replicas;
-  f.gpus_per_node = one_domain ? replicas : 1;
-  f.nodes_per_leaf = 1;
-  return f;
-}
-
 }  // namespace
 
 DeferralEstimator parse_deferral_estimator(std::string_view text, std::string_view flag) {
@@ -583,19 +569,24 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   tc.reduce_bytes = config.reduce_dtype == "bf16" ? 2 : 4;
   tc.layers = r.layers;
   tc.peak_bf16_TFLOPs = kernels.config().hardware.peak_bf16_TFLOPs;
+  // The forward/backward's GEMMs beside FSDP's collectives: the slowdown the NS GEMMs get beside
+  // the optimizer's (a calibration fits it on the 2-node GEMM windows and step walls together).
+  tc.compute_overlap_slowdown = kernels.overlap_slowdown("ns_gemm");
   validate(tc);
   const FsdpBytes fb = fsdp_bytes(tc);
-  // FSDP's collectives: the closed form the seed calibration was fitted with (FabricCollectiveTimer::fsdp_time_ns).
+  // FSDP's collectives on the collective model, as the optimizer's: the shard group's rings (and
+  // trees) cross each node's NICs at once, as NCCL's do; the same calls `collective` prints
+  // (all-gather: the gathered output; reduce-scatter, all-reduce: the input).
   LayerCommNs layer;
-  layer.allgather_ns = fabric_timer.fsdp_time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
-  layer.reducescatter_ns = fabric_timer.fsdp_time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
-                                                      fb.reducescatter_input_bytes / std::max<std::int64_t>(1, fb.shard_ranks)});
+  layer.allgather_ns = fabric_timer.time_ns({StepCollective::all_gather, fb.allgather_input_bytes, fb.allgather_input_bytes});
+  layer.reducescatter_ns = fabric_timer.time_ns({StepCollective::reduce_scatter, fb.reducescatter_input_bytes,
+                                                 fb.reducescatter_input_bytes / std::max<std::int64_t>(1, fb.shard_ranks)});
   if (fb.replicas > 1) {
-    // Ring all-reduce = reduce-scatter + all-gather over the replicas.
-    const SymmetricFabricTimer replicas(replica_fabric(config));
-    const std::int64_t piece = (fb.allreduce_bytes + fb.replicas - 1) / fb.replicas;
-    layer.allreduce_ns = replicas.time_ns({StepCollective::reduce_scatter, fb.allreduce_bytes, piece}) +
-                         replicas.time_ns({StepCollective::all_gather, piece, piece});
+    // HSDP: one all-reduce of the layer's reduced shard across the replicas (NCCL's choice of
+    // ring / tree / NVLS and protocol on the replicas' own communicator).
+    const ReplicaComm rc = replica_comm(config.fabric, config.nodes, config.gpus_per_node, config.shard_world());
+    const CollectiveModel replicas(rc.spec, rc.nodes, rc.gpus_per_node);
+    layer.allreduce_ns = model_time_ns(replicas.cost(CollectiveOp::allreduce, fb.allreduce_bytes));
   }
   r.fwd_bwd = fwd_bwd(tc, layer);
 

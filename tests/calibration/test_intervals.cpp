@@ -171,8 +171,10 @@ TEST_CASE("one inter-node link: the FSDP rings and the all-to-all reach their en
   // The all-to-all's network part at the slow end: kLinkTimeHigh × (less its latency terms).
   CHECK(a2a.interval.hi / a2a.interval.value == Approx(kLinkTimeHigh).epsilon(0.15));
   CHECK(a2a.interval.value - a2a.interval.lo > 0.0);
-  // The same end exposes the FSDP rings: the step moves by hundreds of ms, not by the a2a alone.
-  CHECK(step.interval.hi - step.interval.value > 5.0 * (a2a.interval.hi - a2a.interval.value));
+  // The same end slows FSDP's collectives too; on the collective model their rings cross the
+  // node's 4 NICs and stay under the compute here, so the step moves with the a2a (which partly
+  // overlaps the optimizer's kernels), not by hundreds of ms as a one-NIC ring made it.
+  CHECK(step.interval.hi - step.interval.value > 0.5 * (a2a.interval.hi - a2a.interval.value));
   // A difference on one node set perturbs both scopes with one link: its ends are the
   // configurations' own ends, differenced.
   const auto& capped = row_of(rows, "global_capped", "a2a_ms");
@@ -303,10 +305,10 @@ TEST_CASE("validate --extrapolate on the seed: fit 1 node, predict 2 nodes", "[i
   CHECK(all.count == 16);  // 2 configurations × 8 metrics with intervals
   // The numbers docs/calibration.md and the README quote: one node cannot show the 2-node runs'
   // link, so the inter-node prior (the published clusters' range against the assumed fabric)
-  // carries it: 13 of 16 covered at a mean half-width of 70 % (the window GEMM, slowed beside the
+  // carries it: 9 of 16 covered at a mean half-width of 55 % (13 at 70 % with one-NIC FSDP rings) (the window GEMM, slowed beside the
   // 3× longer all-to-all, is a miss the 1-node model form cannot show). Not tuned on the held-out runs.
-  CHECK(all.covered == 13);
-  CHECK(all.mean_half_width_pct == Approx(70.4).margin(0.5));
+  CHECK(all.covered == 9);
+  CHECK(all.mean_half_width_pct == Approx(55.3).margin(0.5));
   CHECK(e.beyond.relative_rms.empty());  // one fitted node count: no node-count extrapolation of its own
   bool step = false;
   for (const auto& d : e.differences) {

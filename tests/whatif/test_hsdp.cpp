@@ -1,11 +1,12 @@
 // HSDP (--shard-group): the optimizer's plan and collectives live in the shard group, so at 1024
 // GPUs with shard group 8 the optimizer step is the 8-GPU step exactly; the backward adds the
-// all-reduce of each layer's reduced gradient shard across the 128 replicas (a ring at the NIC).
+// all-reduce of each layer's reduced gradient shard across the 128 replicas (the collective model's).
 #include <catch2/catch.hpp>
 #include <cmath>
 
 #include "common/error.hpp"
 #include "optimizer/inventory.hpp"
+#include "sim/collective_model.hpp"
 #include "sim/whatif.hpp"
 
 using namespace dionsim;
@@ -53,19 +54,21 @@ TEST_CASE("HSDP shard group 8 at 1024 GPUs: the 8-GPU optimizer step plus the re
   CHECK(r.opt.events.size() == r8.opt.events.size());
 
   // the backward: the 8-GPU FSDP collectives plus one all-reduce per layer across 128 replicas.
-  // P = 16 x 12 x 2048^2 parameters (q, k, v, o: 4h^2; fc, proj: 8h^2), 16 layers, shard of 8: ceil(P/16/8) fp32 gradients per rank;
-  // ring RS + AG over 128 ranks, every hop at the NIC: 2 x 127 x (piece / (50 GB/s x the preset's
-  // NIC efficiency) + its 10 us per message).
+  // P = 16 x 12 x 2048^2 parameters (q, k, v, o: 4h^2; fc, proj: 8h^2), 16 layers, shard of 8:
+  // ceil(P/16/8) fp32 gradients per rank, all-reduced by the 128 replicas, one GPU of each host:
+  // the call `dionsim collective --op allreduce --nodes 128 --gpus-per-node 1 --fabric b200-ndr400`
+  // prices.
   const std::int64_t params = 16LL * 12 * 2048 * 2048;
   CHECK(r.params == params);
   const std::int64_t shard = (params / 16 + 7) / 8;
   const std::int64_t bytes = shard * 4;
-  const std::int64_t piece = (bytes + 127) / 128;
   const auto fabric = topo::preset("b200-ndr400");
-  REQUIRE(fabric.nic_GBps == 50);
-  const double hop_s = static_cast<double>(piece) / (50e9 * fabric.nic_efficiency) + fabric.nic_latency_us * 1e-6;
-  const auto ring_ns = std::llround(127 * hop_s * 1e9);
-  CHECK(r.fwd_bwd.replica_reduce_ns == 16 * 2 * ring_ns);
+  const CollectiveModel replicas(fabric, 128, 1);
+  const CollectiveCost ar = replicas.cost(CollectiveOp::allreduce, bytes);
+  CHECK(r.fwd_bwd.replica_reduce_ns == 16 * static_cast<std::int64_t>(std::ceil(ar.time_us * 1e3)));
+  // one NIC per replica: no faster than a ring over one GPU's NIC moves the bus bytes
+  // every rank's reduced shard leaves its host at least once, through its one NIC
+  CHECK(ar.time_us * 1e-6 >= static_cast<double>(bytes) / (fabric.nic_GBps * 1e9));
   CHECK(r8.fwd_bwd.replica_reduce_ns == 0);
   CHECK(r.fwd_bwd.fsdp_comm_ns - r8.fwd_bwd.fsdp_comm_ns == r.fwd_bwd.replica_reduce_ns);
   CHECK(r.fwd_bwd.compute_ns == r8.fwd_bwd.compute_ns);
@@ -83,6 +86,27 @@ TEST_CASE("HSDP shard group 8 at 1024 GPUs: the 8-GPU optimizer step plus the re
   const auto rb = run_whatif(expand(bf16).front(), inventory, kernels);
   CHECK(rb.fwd_bwd.replica_reduce_ns < r.fwd_bwd.replica_reduce_ns);
   CHECK(rb.opt.wall_ns == r.opt.wall_ns);
+}
+
+TEST_CASE("whatif's FSDP collectives are the calls `collective` prices", "[whatif][hsdp][collective]") {
+  // gpt-2048x16 FSDP over 2 x 8 B200: per layer, an all-gather of the bf16 shard (nccl-tests size:
+  // the gathered output, 2 bytes x P/L) and a reduce-scatter of the fp32 gradients (input 4 x P/L),
+  // each the model's time for that call on 2 nodes x 8 (`dionsim collective --op allgather|reducescatter
+  // --nodes 2 --gpus-per-node 8 --fabric b200-ndr400`): 2L - 1 all-gathers and L reduce-scatters.
+  const auto inventory = opt::load_inventory("gpt-2048x16");
+  const KernelModel kernels(default_kernel_model_config(hardware_preset("b200", "--hardware")));
+  const auto r = run_whatif(expand(study(16, 0)).front(), inventory, kernels);
+  const std::int64_t per_layer = 12LL * 2048 * 2048, L = 16, w = 16;
+  const std::int64_t shard = (per_layer + w - 1) / w;
+  const CollectiveModel model(topo::preset("b200-ndr400"), 2, 8);
+  const auto ns = [](const CollectiveCost& c) { return static_cast<std::int64_t>(std::ceil(c.time_us * 1e3)); };
+  const std::int64_t ag = ns(model.cost(CollectiveOp::allgather, 2 * shard * w));
+  const std::int64_t rs = ns(model.cost(CollectiveOp::reducescatter, 4 * shard * w));
+  CHECK(r.fwd_bwd.fsdp_comm_ns == (2 * L - 1) * ag + L * rs);
+  // the ring crosses both hosts' 8 NICs at once: faster than one GPU's NIC would carry it
+  const auto spec = topo::preset("b200-ndr400");
+  const double one_nic_s = static_cast<double>(2 * shard * (w - 1)) / (spec.nic_GBps * spec.nic_efficiency * 1e9);
+  CHECK(static_cast<double>(ag) * 1e-9 < 0.5 * one_nic_s);
 }
 
 TEST_CASE("whatif sizes: --gpus, NVLink domains, shard groups and global batches are checked", "[whatif][hsdp]") {

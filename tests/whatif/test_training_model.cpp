@@ -72,6 +72,32 @@ TEST_CASE("per-layer overlap: only the first all-gather and the last reduction a
   CHECK(fwd_bwd(c, {50'000'000, 30'000'000, 0}).fsdp_exposed_ns == 10'000'000);
 }
 
+TEST_CASE("contention: the compute runs s times slower while an FSDP collective is in flight", "[training_model]") {
+  auto c = seed_config(8);
+  c.fwd_bwd_ms = 120.0;  // forward 10 ms, backward 20 ms per layer
+  c.layers = 4;
+  c.compute_overlap_slowdown = 2.0;
+  // By hand (ms): AG0 0-4; F0 4-16 (AG1 4-8 beside it: 2 of its 10 ms of work there); F1 16-28
+  // (AG2 16-20); F2 28-40 (AG3 28-32); F3 40-50 alone. B3 50-72 (AG2 50-54), RS3 72-80; B2 72-98
+  // (RS3, then AG1 80-84: 12 ms of work done in 26), RS2 98-106; B1 98-124 (RS2, AG0 106-110),
+  // RS1 124-132; B0 124-148 (RS1); RS0 148-156.
+  const auto slow = fwd_bwd(c, {4'000'000, 6'000'000, 2'000'000});
+  CHECK(slow.wall_ns == 156'000'000);
+  CHECK(slow.compute_ns == 120'000'000);
+  CHECK(slow.fsdp_exposed_ns == 36'000'000);
+  c.compute_overlap_slowdown = 1.0;  // none: only layer 0's all-gather and last reduction exposed
+  CHECK(fwd_bwd(c, {4'000'000, 6'000'000, 2'000'000}).wall_ns == 4'000'000 + 120'000'000 + 8'000'000);
+  // whole-step bound: collectives back to back from 0; hidden ones still cost T (1 - 1/s)
+  c.layers = 0;
+  c.compute_overlap_slowdown = 2.0;
+  CHECK(fwd_bwd(c, {5'000'000, 8'000'000, 0}).wall_ns == 120'000'000 + 9'000'000);
+  CHECK(fwd_bwd(c, {50'000'000, 30'000'000, 0}).wall_ns == 120'000'000 + 65'000'000);
+  // communication longer than the slowed compute: the communication is the wall
+  CHECK(fwd_bwd(c, {100'000'000, 100'000'000, 0}).wall_ns == 300'000'000);
+  c.compute_overlap_slowdown = 0.5;
+  CHECK_THROWS_WITH(validate(c), Catch::Contains("ns_gemm_overlap_slowdown: got '0.5"));
+}
+
 TEST_CASE("HSDP bytes: shard group G, replicas world / G, reduce dtype", "[training_model]") {
   auto c = seed_config(1024);
   c.params = 8000;
