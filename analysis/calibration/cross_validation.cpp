@@ -15,17 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-const StepMetric* step_metric(const std::string& measured) {
-  for (const auto& m : step_metrics())
-    if (m.measured == measured) return &m;
-  return nullptr;
-}
-
-bool has_interval(const std::string& predicted) {
-  const auto& m = interval_metrics();
-  return std::find(m.begin(), m.end(), predicted) != m.end();
-}
-
 std::vector<MeasuredConfiguration> without(const std::vector<MeasuredConfiguration>& all, std::size_t a,
                                            std::size_t b) {
   std::vector<MeasuredConfiguration> out;
@@ -41,10 +30,10 @@ std::map<std::string, double> relative_residuals(const MeasuredConfiguration& c,
                                                  const StepFitOptions& options) {
   std::map<std::string, double> out;
   for (const auto& r : compare_predictions({c}, parameters, options)) {
-    const StepMetric* m = step_metric(r.metric);
+    const StepMetric* m = find_step_metric(r.metric);
     if (m == nullptr || !std::isfinite(r.error_pct)) continue;
     const std::string& predicted = predicted_metric(c, *m);
-    if (has_interval(predicted)) out[predicted] = r.error_pct / 100.0;
+    if (has_interval_metric(predicted)) out[predicted] = r.error_pct / 100.0;
   }
   return out;
 }

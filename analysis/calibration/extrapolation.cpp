@@ -16,17 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-const StepMetric* step_metric(const std::string& measured) {
-  for (const auto& m : step_metrics())
-    if (m.measured == measured) return &m;
-  return nullptr;
-}
-
-bool has_interval(const std::string& predicted) {
-  const auto& m = interval_metrics();
-  return std::find(m.begin(), m.end(), predicted) != m.end();
-}
-
 // The calibrated model of `configurations` (whatif configurations with the calibration applied).
 struct Calibrated {
   StepModelSetup setup;
@@ -73,10 +62,10 @@ ModelError leave_one_out_model_error(const std::vector<MeasuredConfiguration>& c
     }
     ++out.configurations;
     for (const auto& r : compare_predictions({configurations[k]}, fit.parameters, options)) {
-      const StepMetric* m = step_metric(r.metric);
+      const StepMetric* m = find_step_metric(r.metric);
       if (m == nullptr || !std::isfinite(r.error_pct)) continue;
       const std::string& predicted = predicted_metric(configurations[k], *m);
-      if (!has_interval(predicted)) continue;
+      if (!has_interval_metric(predicted)) continue;
       auto& [ss, n] = sums[predicted];
       ss += (r.error_pct / 100.0) * (r.error_pct / 100.0);
       ++n;
@@ -93,13 +82,13 @@ namespace {
 ModelError relative_rms(const std::vector<MeasuredConfiguration>& predicted, const std::vector<PredictionRow>& rows) {
   std::map<std::string, std::pair<double, int>> sums;
   for (const auto& r : rows) {
-    const StepMetric* m = step_metric(r.metric);
+    const StepMetric* m = find_step_metric(r.metric);
     if (m == nullptr || !std::isfinite(r.error_pct)) continue;
     const auto c = std::find_if(predicted.begin(), predicted.end(),
                                 [&](const MeasuredConfiguration& x) { return x.config.label() == r.configuration; });
     if (c == predicted.end()) continue;
     const std::string& metric = predicted_metric(*c, *m);
-    if (!has_interval(metric)) continue;
+    if (!has_interval_metric(metric)) continue;
     auto& [ss, n] = sums[metric];
     ss += (r.error_pct / 100.0) * (r.error_pct / 100.0);
     ++n;

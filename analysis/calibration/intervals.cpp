@@ -404,6 +404,11 @@ const std::vector<std::string>& interval_metrics() {
   return m;
 }
 
+bool has_interval_metric(const std::string& whatif_metric) {
+  const auto& m = interval_metrics();
+  return std::find(m.begin(), m.end(), whatif_metric) != m.end();
+}
+
 // One source of error: a principal direction of the covariance (1σ step in parameter space), a
 // prior, or the fabric factor.
 struct IntervalModel::Source {

@@ -186,6 +186,7 @@ struct Uncertainty {
 
 // The whatif metrics that get intervals (the times and the shares derived from them).
 [[nodiscard]] const std::vector<std::string>& interval_metrics();
+[[nodiscard]] bool has_interval_metric(const std::string& whatif_metric);
 
 // Intervals of whatif predictions made with `calibration` (the kernel calibration whatif runs
 // with; a calibrate file's parameters already applied) on GPU `hardware`.

@@ -616,6 +616,12 @@ Calibration calibration_from_step_fit(const StepFitResult& fit, const std::strin
   return c;
 }
 
+const StepMetric* find_step_metric(const std::string& measured) {
+  for (const auto& m : step_metrics())
+    if (m.measured == measured) return &m;
+  return nullptr;
+}
+
 StepModelSetup step_model_setup(const std::vector<MeasuredConfiguration>& configurations,
                                 const StepFitOptions& options) {
   const Predictor predictor(configurations, options);

@@ -46,6 +46,8 @@ struct StepMetric {
   bool fitted = true;
 };
 [[nodiscard]] const std::vector<StepMetric>& step_metrics();
+// The step_metrics() entry of a measured metric name; nullptr when it is none.
+[[nodiscard]] const StepMetric* find_step_metric(const std::string& measured);
 // The whatif metric a configuration's measured metric is compared with: `metric.predicted`, except
 // the idle share of a run that measured the collective-stream window (`opt_stream_window_ms`).
 [[nodiscard]] const std::string& predicted_metric(const MeasuredConfiguration& configuration,
