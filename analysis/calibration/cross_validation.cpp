@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/error.hpp"
+#include "common/format.hpp"
 
 namespace dionsim::analysis {
 
@@ -87,12 +88,6 @@ std::string join(const std::set<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 }  // namespace
@@ -215,7 +210,7 @@ std::string prediction_rows_text(const std::string& title, const std::vector<Pre
     out += buf;
     if (cv) {
       const IntervalRow* iv = interval_of(*cv, r);
-      std::snprintf(buf, sizeof buf, "  %-10s %-7s", iv ? fmt("%.4g", iv->interval.half_width()).c_str() : "-",
+      std::snprintf(buf, sizeof buf, "  %-10s %-7s", iv ? format("%.4g", iv->interval.half_width()).c_str() : "-",
                     iv ? (iv->covered() ? "yes" : "no") : "-");
       out += buf;
     }

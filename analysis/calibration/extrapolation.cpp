@@ -8,6 +8,7 @@
 
 #include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
+#include "common/format.hpp"
 #include "sim/whatif_calibration.hpp"
 
 namespace dionsim::analysis {
@@ -35,12 +36,6 @@ Calibrated calibrated(const std::vector<MeasuredConfiguration>& configurations, 
   const sim::Hardware hw = setup.hw;
   IntervalModel model(std::move(kc), hw, uncertainty_of(&calibration, intervals));
   return {std::move(setup), std::move(model), std::move(configs)};
-}
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
 }
 
 }  // namespace
@@ -250,9 +245,9 @@ std::string interval_rows_table(const std::vector<IntervalRow>& rows) {
                     "|---|---|---:|---:|---|---:|---:|---|\n";
   for (const auto& r : rows) {
     const int digits = std::abs(r.interval.value) >= 100 ? 1 : 2;
-    out += "| " + r.row.configuration + " | " + r.row.metric + " | " + fmt("%.4g", r.row.measured) + " | " +
-           format_interval(r.interval, digits) + " | [" + fmt("%.4g", r.interval.lo) + ", " + fmt("%.4g", r.interval.hi) +
-           "] | " + fmt("%+.1f", r.row.error_pct) + " | " + fmt("%.1f", r.half_width_pct()) + " | " +
+    out += "| " + r.row.configuration + " | " + r.row.metric + " | " + format("%.4g", r.row.measured) + " | " +
+           format_interval(r.interval, digits) + " | [" + format("%.4g", r.interval.lo) + ", " + format("%.4g", r.interval.hi) +
+           "] | " + format("%+.1f", r.row.error_pct) + " | " + format("%.1f", r.half_width_pct()) + " | " +
            (r.covered() ? "yes" : "no") + " |\n";
   }
   return out;
@@ -263,8 +258,8 @@ std::string differences_table(const std::vector<DifferenceRow>& rows) {
                     "|---:|---|---|---:|---:|---|---|\n";
   for (const auto& r : rows) {
     out += "| " + std::to_string(r.nodes) + " | " + r.scope_a + " − " + r.scope_b + " | " + r.metric + " | " +
-           fmt("%+.1f", r.measured) + " | " + fmt("%+.1f", r.interval.value) + " ± " + fmt("%.1f", r.interval.half_width()) +
-           " | [" + fmt("%+.1f", r.interval.lo) + ", " + fmt("%+.1f", r.interval.hi) + "] | " +
+           format("%+.1f", r.measured) + " | " + format("%+.1f", r.interval.value) + " ± " + format("%.1f", r.interval.half_width()) +
+           " | [" + format("%+.1f", r.interval.lo) + ", " + format("%+.1f", r.interval.hi) + "] | " +
            (r.covered() ? "yes" : "no") + " |\n";
   }
   return out;
@@ -274,8 +269,8 @@ std::string coverage_table(const std::vector<CoverageSummary>& summary) {
   std::string out = "| metric | cells | covered | mean abs error % | mean half-width % |\n|---|---:|---:|---:|---:|\n";
   for (const auto& s : summary) {
     out += "| " + s.metric + " | " + std::to_string(s.count) + " | " + std::to_string(s.covered) + " (" +
-           fmt("%.0f", 100.0 * s.covered / s.count) + " %) | " + fmt("%.1f", s.mean_abs_error_pct) + " | " +
-           fmt("%.1f", s.mean_half_width_pct) + " |\n";
+           format("%.0f", 100.0 * s.covered / s.count) + " %) | " + format("%.1f", s.mean_abs_error_pct) + " | " +
+           format("%.1f", s.mean_half_width_pct) + " |\n";
   }
   return out;
 }
