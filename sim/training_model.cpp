@@ -96,10 +96,15 @@ struct Busy {
 // When `work` ns of compute started at `start` ends, running `slowdown` times slower while a
 // collective of `busy` (sorted, disjoint) is in flight. Every collective that can overlap it is
 // issued before it starts (the next reduction waits for its end), so `busy` is complete here.
-DurationNs finish(const std::vector<Busy>& busy, DurationNs start, DurationNs work, double slowdown) {
+// Compute starts never go back in time, so `from` (the first collective that may still overlap)
+// only moves forward: a step of L layers costs O(L), not O(L²).
+DurationNs finish(const std::vector<Busy>& busy, std::size_t& from, DurationNs start, DurationNs work,
+                  double slowdown) {
   if (slowdown == 1.0) return start + work;  // exact integer time without contention
+  while (from < busy.size() && busy[from].end <= start) ++from;
   double t = static_cast<double>(start), left = static_cast<double>(work);
-  for (const auto& b : busy) {
+  for (std::size_t i = from; i < busy.size(); ++i) {
+    const Busy& b = busy[i];
     if (static_cast<double>(b.end) <= t) continue;
     if (static_cast<double>(b.begin) > t) {
       const double free = static_cast<double>(b.begin) - t;
@@ -124,7 +129,8 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
     r.fsdp_comm_ns = 2 * layer.allgather_ns + layer.reducescatter_ns + layer.allreduce_ns;
     r.replica_reduce_ns = layer.allreduce_ns;
     const std::vector<Busy> busy{{0, r.fsdp_comm_ns}};  // every collective back to back from the start
-    r.wall_ns = std::max(r.fsdp_comm_ns, finish(busy, 0, r.compute_ns, config.compute_overlap_slowdown));
+    std::size_t from = 0;
+    r.wall_ns = std::max(r.fsdp_comm_ns, finish(busy, from, 0, r.compute_ns, config.compute_overlap_slowdown));
     r.fsdp_exposed_ns = r.wall_ns - r.compute_ns;
     return r;
   }
@@ -137,6 +143,7 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   const DurationNs ag = layer.allgather_ns, reduce = layer.reducescatter_ns + layer.allreduce_ns;
   const double slowdown = config.compute_overlap_slowdown;
   std::vector<Busy> busy;  // the communication stream's collectives, in issue order
+  std::size_t from = 0;     // finish()'s cursor into busy
   DurationNs comm_free = 0, compute = 0;
   const auto issue = [&](DurationNs at, DurationNs length) {
     const DurationNs begin = std::max(comm_free, at);
@@ -149,7 +156,7 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   for (std::int64_t i = 0; i < L; ++i) {
     const DurationNs start = std::max(compute, gathered);
     if (i + 1 < L) gathered = issue(start, ag);
-    compute = finish(busy, start, fwd, slowdown);
+    compute = finish(busy, from, start, fwd, slowdown);
   }
   // Backward, last layer first. The last layer is not resharded after its forward (FSDP2
   // recipes keep it: it would be gathered again at once), so its backward starts at once; layer
@@ -158,7 +165,7 @@ FwdBwdResult fwd_bwd(const TrainingConfig& config, const LayerCommNs& layer) {
   for (std::int64_t i = L - 1; i >= 0; --i) {
     const DurationNs start = std::max(compute, gathered);
     if (i > 0) gathered = issue(start, ag);
-    compute = finish(busy, start, i == 0 ? last_bwd : bwd, slowdown);
+    compute = finish(busy, from, start, i == 0 ? last_bwd : bwd, slowdown);
     issue(compute, reduce);  // this layer's gradients
   }
   r.fsdp_comm_ns = (2 * L - 1) * ag + L * reduce;
