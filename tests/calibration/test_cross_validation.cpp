@@ -13,6 +13,7 @@
 #include "analysis/measured/measurements.hpp"
 #include "analysis/records/records.hpp"
 #include "common/error.hpp"
+#include "known_truth.hpp"
 
 using namespace dionsim::analysis;
 using namespace dionsim;
@@ -121,18 +122,7 @@ TEST_CASE("cross-validated intervals cover about 90 % on synthetic data with kno
   // Truth: whatif at known parameters; measurements = truth × (1 + 3 % noise) on the seed's five
   // 1- and 2-node configurations. Each draw is cross-validated as `dionsim validate` does it.
   const auto runs = seed({"run=1node-real-step", "run=2node-real-step"});
-  std::map<std::string, double> truth = {{"fwd_bwd_ms", 430.0},
-                                         {"ns_gemm_efficiency", 0.8},
-                                         {"nic_efficiency", 0.6},
-                                         {"alltoall_intra_efficiency", 0.5},
-                                         {"alltoall_inter_efficiency", 0.45},
-                                         {"alltoall_latency_us", 80.0},
-                                         {"rank_skew_ms", 0.8},
-                                         {"ns_gemm_overlap_slowdown", 1.3},
-                                         {"host_launch_us", 12.0},
-                                         {"launch_gap_us", 0.0}};
-  for (const auto& [name, value] : fit_step_model(runs).parameters)
-    if (name.starts_with("hbm_efficiency.")) truth[name] = 0.6;
+  const auto truth = known_truth(runs);
   const auto exact = compare_predictions(runs, truth);
   IntervalOptions options;
   options.fabric_spread = 0.0;  // the synthetic fabric does not vary between node sets

@@ -14,6 +14,7 @@
 #include "analysis/measured/measurements.hpp"
 #include "analysis/measured/nccl_published.hpp"
 #include "common/error.hpp"
+#include "known_truth.hpp"
 #include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
 
@@ -256,13 +257,7 @@ TEST_CASE("90 % intervals cover about 90 % of repeated measurements on synthetic
   // Truth: whatif at known parameters; measurements = truth × (1 + 3 % noise). Calibrate on one draw
   // (with its own leave-one-out model error), predict a fresh draw of the same configurations.
   auto runs = seed_runs();
-  std::map<std::string, double> truth = {{"fwd_bwd_ms", 430.0},          {"ns_gemm_efficiency", 0.8},
-                                         {"nic_efficiency", 0.6},        {"alltoall_intra_efficiency", 0.5},
-                                         {"alltoall_inter_efficiency", 0.45}, {"alltoall_latency_us", 80.0},
-                                         {"rank_skew_ms", 0.8},          {"ns_gemm_overlap_slowdown", 1.3},
-                                         {"host_launch_us", 12.0},       {"launch_gap_us", 0.0}};
-  for (const auto& [name, value] : fit_step_model(runs).parameters)
-    if (name.starts_with("hbm_efficiency.")) truth[name] = 0.6;
+  const auto truth = known_truth(runs);
   const auto exact = compare_predictions(runs, truth);
   auto draw = [&](std::mt19937_64& rng) {
     std::normal_distribution<double> noise(0.0, 0.03);

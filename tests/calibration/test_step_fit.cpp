@@ -16,6 +16,7 @@
 #include "analysis/records/stored_runs.hpp"
 #include "analysis/store/store.hpp"
 #include "common/error.hpp"
+#include "known_truth.hpp"
 #include "sim/whatif.hpp"
 #include "sim/whatif_calibration.hpp"
 #include "topologies/topology.hpp"
@@ -131,20 +132,7 @@ TEST_CASE("the calibration file applies exactly the fitted parameters in whatif"
 
 TEST_CASE("the fit recovers known parameters from measurements whatif itself produced", "[step_fit]") {
   auto runs = seed_runs();
-  const std::map<std::string, double> truth_in = {{"fwd_bwd_ms", 430.0},
-                                                  {"ns_gemm_efficiency", 0.8},
-                                                  {"nic_efficiency", 0.6},
-                                                  {"alltoall_intra_efficiency", 0.5},
-                                                  {"alltoall_inter_efficiency", 0.45},
-                                                  {"alltoall_latency_us", 80.0},
-                                                  {"rank_skew_ms", 0.8},
-                                                  {"ns_gemm_overlap_slowdown", 1.3},
-                                                  {"host_launch_us", 12.0},
-                                                  {"launch_gap_us", 0.0}};
-  // Fit once to learn the class groups, then set every HBM class to a known value per group.
-  auto truth = truth_in;
-  for (const auto& [name, value] : fit_step_model(runs).parameters)
-    if (name.starts_with("hbm_efficiency.")) truth[name] = 0.6;
+  const auto truth = known_truth(runs);
   const auto synthetic = compare_predictions(runs, truth);
   for (auto& c : runs) {
     for (auto& [metric, value] : c.metrics) {
