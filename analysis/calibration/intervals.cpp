@@ -497,16 +497,13 @@ std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfi
   return out;
 }
 
-std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>& configs, const opt::Inventory& inventory,
-                                            const Source* source, int side) const {
-  sim::KernelCalibration kc = calibration_;
-  std::vector<sim::WhatifConfig> cs = configs;
-  bool changed = source == nullptr;
-  if (source && source->kind == Source::Kind::direction) {
-    const double t = side < 0 ? -source->step_minus : source->step_plus;
+bool IntervalModel::perturb(const Source& source, int side, sim::KernelCalibration& kc,
+                            std::vector<sim::WhatifConfig>& cs) const {
+  if (source.kind == Source::Kind::direction) {
+    const double t = side < 0 ? -source.step_minus : source.step_plus;
     sim::KernelCalibration stepped = kc;
     stepped.step = {};
-    for (const auto& [name, d] : source->direction) {
+    for (const auto& [name, d] : source.direction) {
       std::string suffix;
       const ParameterSpec* spec = find_parameter(name, &suffix);
       if (spec == nullptr || spec->apply == nullptr) continue;
@@ -515,21 +512,34 @@ std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>
     kc.config = stepped.config;
     kc.alltoall_algbw_GBps_by_world = stepped.alltoall_algbw_GBps_by_world;
     for (auto& c : cs) set_step(stepped.step, c, uncertainty_.fixed);
-    changed = true;
-  } else if (source && source->kind == Source::Kind::prior) {
-    for (auto& c : cs) {
-      sim::KernelCalibration per = calibration_;
-      changed = apply_prior(source->prior, side, per, c) || changed;
-      kc.config = per.config;  // the kernel part is the same for every configuration
-    }
-  } else if (source && (source->kind == Source::Kind::fabric || source->kind == Source::Kind::scaling)) {
-    // The inter-node bandwidth: the NIC's effective rate, which the FSDP rings and the DES
-    // all-to-all both run at (scaling alltoall_inter_efficiency too would count the all-to-all twice).
-    const double log_f = source->kind == Source::Kind::fabric ? kIntervalZ * uncertainty_.fabric_spread : source->step_plus;
-    const double f = std::exp(side * log_f);
-    for (auto& c : cs) c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * f);
-    changed = true;
+    return true;
   }
+  if (source.kind == Source::Kind::prior) {
+    const sim::KernelCalibration before = kc;
+    bool changed = false;
+    for (auto& c : cs) {
+      sim::KernelCalibration per = before;  // a factor on the kernels applies once, not per configuration
+      changed = apply_prior(source.prior, side, per, c) || changed;
+      kc.config = per.config;
+    }
+    return changed;
+  }
+  // The inter-node bandwidth: the NIC's effective rate, which the FSDP rings and the DES
+  // all-to-all both run at (scaling alltoall_inter_efficiency too would count the all-to-all twice).
+  const double log_f = source.kind == Source::Kind::fabric ? kIntervalZ * uncertainty_.fabric_spread : source.step_plus;
+  const double f = std::exp(side * log_f);
+  for (auto& c : cs) c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * f);
+  return true;
+}
+
+std::vector<double> IntervalModel::evaluate(const std::vector<sim::WhatifConfig>& configs, const opt::Inventory& inventory,
+                                            const std::vector<Perturbation>& perturbations) const {
+  sim::KernelCalibration kc = calibration_;
+  std::vector<sim::WhatifConfig> cs = configs;
+  bool changed = perturbations.empty();
+  // A direction first: it sets the step parameters (nic_efficiency among them) that a link
+  // factor then scales.
+  for (const auto& [source, side] : perturbations) changed = perturb(*source, side, kc, cs) || changed;
   std::vector<double> out;
   if (!changed) return out;  // this side is the central prediction
   const sim::KernelModel kernels(kc.config, kc.measured);
@@ -558,25 +568,76 @@ struct Accumulator {
   }
 };
 
-// Every source's − and + perturbation through the model (evaluate(&source, ±1)), as variances
+// The source that moves the inter-node link furthest: the link's prior (a calibration without
+// inter-node runs), else its drift beyond the calibrated node counts; null for neither.
+template <class Sources>
+const typename Sources::value_type* link_source(const Sources& sources) {
+  using Kind = typename Sources::value_type::Kind;
+  for (const auto& s : sources)
+    if (s.kind == Kind::prior && s.prior.name == "inter_node_link") return &s;
+  for (const auto& s : sources)
+    if (s.kind == Kind::scaling) return &s;
+  return nullptr;
+}
+
+// Every source's − and + perturbation through the model (evaluate({{&source, ±1}})), as variances
 // below and above the central value of each metric that value(evaluation, i) reads.
+//
+// The model is not linear across sources: a GEMM-beside-collective slowdown costs more the longer
+// the FSDP rings run, so a parameter direction's gradient at the central link understates it where
+// the link is slow. Each linearised direction is therefore also differentiated at both ends of the
+// link's own uncertainty (link_source), and each side of a metric takes the larger of the central
+// gradient and the gradient at the link end that moves the metric that way.
 template <class Sources, class Evaluate, class Value>
 Accumulator propagate(const Sources& sources, std::size_t n, const std::vector<double>& central,
                       const Evaluate& evaluate, const Value& value) {
+  using Kind = typename Sources::value_type::Kind;
   Accumulator acc(n);
+  const auto* link = link_source(sources);
+  std::vector<double> link_minus, link_plus;
+  if (link) {
+    link_minus = evaluate({{link, -1}});
+    link_plus = evaluate({{link, +1}});
+  }
+  auto deviation = [&](const std::vector<double>& v, std::size_t i) {
+    return v.empty() ? 0.0 : value(v, i) - value(central, i);
+  };
   for (const auto& s : sources) {
-    using Kind = typename std::decay_t<decltype(s)>::Kind;
-    const auto minus = evaluate(&s, -1);
-    const auto plus = evaluate(&s, +1);
+    const auto minus = evaluate({{&s, -1}});
+    const auto plus = evaluate({{&s, +1}});
+    if (s.kind != Kind::direction) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const double dm = deviation(minus, i), dp = deviation(plus, i);
+        if (std::isfinite(dm) && std::isfinite(dp)) acc.ends(i, dm, dp);
+      }
+      continue;
+    }
+    const double span = s.step_plus + s.step_minus;
+    auto gradient = [&](const std::vector<double>& lo, const std::vector<double>& hi, std::size_t i) {
+      return ((hi.empty() ? value(central, i) : value(hi, i)) - (lo.empty() ? value(central, i) : value(lo, i))) / span;
+    };
+    // The gradient at each end of the link (side -1 and +1).
+    std::vector<double> at_link[2][2];
+    if (link) {
+      for (int e = 0; e < 2; ++e) {
+        const int link_side = e == 0 ? -1 : 1;
+        at_link[e][0] = evaluate({{&s, -1}, {link, link_side}});
+        at_link[e][1] = evaluate({{&s, +1}, {link, link_side}});
+      }
+    }
     for (std::size_t i = 0; i < n; ++i) {
-      const double v0 = value(central, i);
-      const double dm = minus.empty() ? 0.0 : value(minus, i) - v0;
-      const double dp = plus.empty() ? 0.0 : value(plus, i) - v0;
-      if (!std::isfinite(dm) || !std::isfinite(dp)) continue;
-      if (s.kind == Kind::direction)
-        acc.linear(i, (dp - dm) / (s.step_plus + s.step_minus));
-      else
-        acc.ends(i, dm, dp);
+      const double g = gradient(minus, plus, i);
+      if (!std::isfinite(g)) continue;
+      double up = g * g, down = g * g;
+      if (link) {
+        const double dl[2] = {deviation(link_minus, i), deviation(link_plus, i)};
+        const double g_end[2] = {gradient(at_link[0][0], at_link[0][1], i), gradient(at_link[1][0], at_link[1][1], i)};
+        const int up_end = dl[1] >= dl[0] ? 1 : 0, down_end = 1 - up_end;
+        if (dl[up_end] > 0 && std::isfinite(g_end[up_end])) up = std::max(up, g_end[up_end] * g_end[up_end]);
+        if (dl[down_end] < 0 && std::isfinite(g_end[down_end])) down = std::max(down, g_end[down_end] * g_end[down_end]);
+      }
+      acc.up[i] += up;
+      acc.down[i] += down;
     }
   }
   return acc;
@@ -600,10 +661,11 @@ Interval make_interval(double value, double var_lo, double var_hi, bool non_nega
 std::map<std::string, Interval> IntervalModel::intervals(const sim::WhatifConfig& config,
                                                          const opt::Inventory& inventory) const {
   const std::vector<sim::WhatifConfig> cs{config};
-  const auto central = evaluate(cs, inventory, nullptr, 0);
+  const auto central = evaluate(cs, inventory, {});
   const std::size_t n = central.size();
   auto acc = propagate(
-      sources(config), n, central, [&](const Source* s, int sign) { return evaluate(cs, inventory, s, sign); },
+      sources(config), n, central,
+      [&](const std::vector<Perturbation>& perturbations) { return evaluate(cs, inventory, perturbations); },
       [](const std::vector<double>& v, std::size_t i) { return v[i]; });
   std::map<std::string, Interval> out;
   for (std::size_t i = 0; i < n; ++i) {
@@ -623,11 +685,12 @@ std::map<std::string, Interval> IntervalModel::differences(const sim::WhatifConf
                      std::to_string(a.gpus_per_node) + " on " + a.fabric.name + " vs " + std::to_string(b.nodes) +
                      " x " + std::to_string(b.gpus_per_node) + " on " + b.fabric.name);
   const std::vector<sim::WhatifConfig> cs{a, b};
-  const auto central = evaluate(cs, inventory, nullptr, 0);
+  const auto central = evaluate(cs, inventory, {});
   const std::size_t n = central.size() / 2;
   auto diff = [n](const std::vector<double>& v, std::size_t i) { return v[i] - v[n + i]; };
   auto acc = propagate(
-      sources(a), n, central, [&](const Source* s, int sign) { return evaluate(cs, inventory, s, sign); }, diff);
+      sources(a), n, central,
+      [&](const std::vector<Perturbation>& perturbations) { return evaluate(cs, inventory, perturbations); }, diff);
   std::map<std::string, Interval> out;
   for (std::size_t i = 0; i < n; ++i) {
     const double d0 = diff(central, i);

@@ -43,6 +43,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "analysis/calibration/fit_calibration.hpp"
@@ -205,9 +206,15 @@ class IntervalModel {
 
  private:
   struct Source;
+  using Perturbation = std::pair<const Source*, int>;  // a source and its side (-1, +1)
   [[nodiscard]] std::vector<Source> sources(const sim::WhatifConfig& config) const;
+  // Applies one side of a source to the kernel calibration and the configurations; false when
+  // that side is the central value itself.
+  bool perturb(const Source& source, int side, sim::KernelCalibration& kc, std::vector<sim::WhatifConfig>& cs) const;
+  // Every interval metric of every configuration with the perturbations applied in order; empty
+  // when none changes anything (the central prediction). No perturbation: the central prediction.
   [[nodiscard]] std::vector<double> evaluate(const std::vector<sim::WhatifConfig>& configs, const opt::Inventory& inventory,
-                                             const Source* source, int side) const;
+                                             const std::vector<Perturbation>& perturbations) const;
   sim::KernelCalibration calibration_;
   sim::Hardware hardware_;
   Uncertainty uncertainty_;

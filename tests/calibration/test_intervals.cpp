@@ -300,10 +300,16 @@ TEST_CASE("validate --extrapolate on the seed: fit 1 node, predict 2 nodes", "[i
   CHECK(all.count == 16);  // 2 configurations × 8 metrics with intervals
   // The numbers docs/calibration.md and the README quote: one node cannot show the 2-node runs'
   // link, so the inter-node prior (the published clusters' range against the assumed fabric)
-  // carries it: 9 of 16 covered at a mean half-width of 55 % (13 at 70 % with one-NIC FSDP rings) (the window GEMM, slowed beside the
-  // 3× longer all-to-all, is a miss the 1-node model form cannot show). Not tuned on the held-out runs.
-  CHECK(all.covered == 9);
-  CHECK(all.mean_half_width_pct == Approx(55.3).margin(0.5));
+  // carries it: 13 of 16 covered at a mean half-width of 58 %. The step walls (and MFU) are
+  // covered only because each covariance direction is also differentiated at the link's slow end:
+  // there the GEMM-beside-FSDP slowdown, which one node hardly constrains, costs 3× what it does at
+  // the central link (9 of 16 at 55 % without that). The window GEMMs, slowed beside the 3× longer
+  // all-to-all, are a miss the 1-node model form cannot show. Not tuned on the held-out runs.
+  CHECK(all.covered == 13);
+  CHECK(all.mean_half_width_pct == Approx(57.8).margin(0.5));
+  for (const auto& m : e.summary) {
+    if (m.metric == "step_wall_ms") CHECK(m.covered == 2);
+  }
   CHECK(e.beyond.relative_rms.empty());  // one fitted node count: no node-count extrapolation of its own
   bool step = false;
   for (const auto& d : e.differences) {
