@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <regex>
 
 #include "analysis/calibration/collective_fit.hpp"
 #include "common/error.hpp"
@@ -55,6 +56,24 @@ std::optional<std::string> preset_for(const PublishedRow& row) {
   return std::nullopt;
 }
 
+std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node) {
+  const std::string text = lower(nic);
+  if (gpus_per_node < 1 || text.find("not stated") != std::string::npos) return std::nullopt;
+  static const std::regex ports(R"((\d+)\s*x\s*(?:efa\s*v?\d*\s+)?(\d+(?:\.\d+)?)\s*gb/s\s+per\s+(?:node|tray|instance))");
+  static const std::regex total(R"((\d+(?:\.\d+)?)\s*tb/s\s+per\s+(?:node|tray|instance))");
+  std::smatch m;
+  double gbit = 0;
+  if (std::regex_search(text, m, ports)) {
+    gbit = std::stod(m[1].str()) * std::stod(m[2].str());
+  } else if (std::regex_search(text, m, total)) {
+    gbit = std::stod(m[1].str()) * 1000.0;
+  } else {
+    return std::nullopt;
+  }
+  if (!(gbit > 0 && std::isfinite(gbit))) return std::nullopt;
+  return gbit / 8.0 / gpus_per_node;
+}
+
 SizeRegime regime_of(std::int64_t size_bytes) {
   if (size_bytes <= 64 * 1024) return SizeRegime::latency;
   if (size_bytes >= 64LL * 1024 * 1024) return SizeRegime::bandwidth;
@@ -101,9 +120,14 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     }
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
     topo::FabricSpec spec = topo::preset(p.preset, where + ": preset");
+    // A NIC the source states is the cluster's (the issue's rule; unstated: the preset's). Only
+    // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
+    p.stated_nic_GBps = stated_nic_GBps_per_gpu(row.nic, row.gpus_per_node);
+    if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
     sim::ModelOptions options;
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
-    const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node);
+    const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
+                            std::to_string(spec.nic_GBps);
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     const NcclChoice forced = NcclChoice::parse(algo_env, env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",

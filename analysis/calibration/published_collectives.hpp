@@ -28,6 +28,12 @@ struct ClusterPreset {
 // nullopt when no entry matches.
 [[nodiscard]] std::optional<std::string> preset_for(const PublishedRow& row);
 
+// The NIC bandwidth per GPU (GB/s, nominal) a row's nic column states: "<n>x<rate> Gb/s per
+// node|tray" (an EFA generation may sit between: "32x EFAv2 100 Gb/s per node") or "<r> Tb/s per
+// node", over the row's GPUs per node. nullopt where the source leaves it unstated (the column
+// says "not stated"; an inference there is not a statement) or names no rate: the preset's holds.
+[[nodiscard]] std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node);
+
 enum class SizeRegime { latency, middle, bandwidth };  // <= 64 KiB, between, >= 64 MiB
 [[nodiscard]] SizeRegime regime_of(std::int64_t size_bytes);
 [[nodiscard]] const char* to_string(SizeRegime r);
@@ -37,6 +43,7 @@ enum class SizeRegime { latency, middle, bandwidth };  // <= 64 KiB, between, >=
 struct RowPrediction {
   const PublishedRow* row = nullptr;
   std::string preset;
+  std::optional<double> stated_nic_GBps;  // per GPU, where the row states its NIC (replaces the preset's)
   std::string skipped;  // why the row is not predicted (CollNet / SHARP); empty when predicted
   std::string algorithm, protocol;
   double dionsim_us = 0;

@@ -267,6 +267,41 @@ TEST_CASE("validate-collectives: every published row predicted or out of scope",
   CHECK_FALSE(within_goal(SizeRegime::bandwidth, 1.11));
 }
 
+TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, an unstated one does not",
+          "[collective][validate]") {
+  // The published file's wordings: ports x rate per node or tray (an EFA generation between), a
+  // total per node; "not stated" (with or without an inference) is no statement.
+  CHECK(stated_nic_GBps_per_gpu("RoCE 8x400 Gb/s per tray (per doc hardware table)", 4).value() == Approx(100.0));
+  CHECK(stated_nic_GBps_per_gpu("RoCE: 4x400 Gb/s per tray per OCI quickstart table", 4).value() == Approx(50.0));
+  CHECK(stated_nic_GBps_per_gpu("32x EFAv2 100 Gb/s per node (3.2 Tb/s)", 8).value() == Approx(50.0));
+  CHECK(stated_nic_GBps_per_gpu("4x EFA 100 Gb/s per node (400 Gb/s)", 8).value() == Approx(6.25));
+  CHECK(stated_nic_GBps_per_gpu("RoCE 16x100 Gb/s per node (1.6 Tb/s; OCI B4.8 cluster network)", 8).value() ==
+        Approx(25.0));
+  CHECK(stated_nic_GBps_per_gpu("RoCE 8 NICs, 3.2 Tb/s per node (doc table)", 8).value() == Approx(50.0));
+  CHECK_FALSE(stated_nic_GBps_per_gpu("InfiniBand HDR (per-node NIC count not stated)", 8));
+  CHECK_FALSE(stated_nic_GBps_per_gpu("InfiniBand NDR (8x400G per node typical; not stated in README)", 8));
+  CHECK_FALSE(stated_nic_GBps_per_gpu("n/a (single node)", 8));
+  CHECK_FALSE(stated_nic_GBps_per_gpu("RoCE 8x400 Gb/s per tray", 0));
+
+  // On the published rows: GB300's stated 8 x 400 Gb/s per tray is twice the preset's 400 Gb/s
+  // per GPU, and the cross-rack all-to-all (the NICs' traffic) is priced at it.
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto predictions = predict_published(rows);
+  int gb300_cross_rack = 0;
+  for (const auto& p : predictions) {
+    if (p.row->gpu.find("GB300") == std::string::npos) continue;
+    REQUIRE(p.stated_nic_GBps);
+    CHECK(*p.stated_nic_GBps == Approx(100.0));
+    if (p.row->nodes != 32 || p.row->collective != "alltoall" || p.row->size_bytes != (1LL << 30)) continue;
+    ++gb300_cross_rack;
+    auto preset_row = *p.row;
+    preset_row.nic = "not stated";
+    const auto at_preset = predict_published({preset_row});
+    CHECK(p.dionsim_us < 0.8 * at_preset.front().dionsim_us);
+  }
+  CHECK(gb300_cross_rack > 0);
+}
+
 TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[collective][validate]") {
   // In a folder of its own under the system's temporary directory: never in the working directory.
   const std::filesystem::path dir =
