@@ -110,8 +110,16 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     if (!preset) throw_bad_input(where, "gpu", row.gpu, "a GPU the cluster -> preset table maps (docs/simulator.md)");
     p.preset = *preset;
     const std::string algo_env = env_value(row.env, "NCCL_ALGO");
+    // CollNet/SHARP rows are out of scope (issue 16): those whose env forces CollNet, and those
+    // whose source shows SHARP at work (its log's SHARP trees: NCCL ran CollNet without an env
+    // forcing it, so the measured time is of an algorithm the model does not price).
     if (contains(algo_env, "collnet") || contains(row.env, "NCCL_COLLNET_ENABLE=1")) {
       p.skipped = "CollNet/SHARP (out of scope)";
+      out.push_back(std::move(p));
+      continue;
+    }
+    if (contains(row.nic, "SHARP active") || contains(row.notes, "SHARP in use")) {
+      p.skipped = "CollNet/SHARP (out of scope): the source shows SHARP in use";
       out.push_back(std::move(p));
       continue;
     }

@@ -119,9 +119,9 @@ TEST_CASE("the inter-node prior is the published clusters' against the fabric as
   const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
   const auto e = inter_node_prior_from_published(rows);
   auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
-  CHECK(e.link_groups == 30);
+  CHECK(e.link_groups == 29);
   CHECK(e.alltoall_pairs == 15);
-  CHECK(e.node_scaling_steps == 20);
+  CHECK(e.node_scaling_steps == 19);
   CHECK(round3(e.link_time_low) == Approx(kLinkTimeLow).margin(1e-12));
   CHECK(round3(e.link_time_high) == Approx(kLinkTimeHigh).margin(1e-12));
   CHECK(round3(e.alltoall_vs_ring_low) == Approx(kAlltoallVsRingLow).margin(1e-12));

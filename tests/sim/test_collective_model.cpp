@@ -246,17 +246,25 @@ TEST_CASE("validate-collectives: every published row predicted or out of scope",
   REQUIRE(rows.size() == 1632);
   const auto predictions = predict_published(rows);
   REQUIRE(predictions.size() == rows.size());
-  int predicted = 0;
+  int predicted = 0, forced_collnet = 0, sharp_in_use = 0;
   for (const auto& p : predictions) {
     if (!p.skipped.empty()) {
       CHECK(p.skipped.find("CollNet") != std::string::npos);
+      // Out of scope: the env forces CollNet (CoreWeave H100, 10 rows), or the source's log shows
+      // SHARP in use without one (CoreWeave's 2022 A100 SHARP example, 62 rows).
+      if (p.row->env.find("COLLNET") != std::string::npos) ++forced_collnet;
+      if (p.row->notes.find("SHARP in use") != std::string::npos) ++sharp_in_use;
       continue;
     }
+    CHECK(p.row->notes.find("SHARP in use") == std::string::npos);
     ++predicted;
     CHECK(std::isfinite(p.dionsim_us));
     CHECK(p.dionsim_us >= 0);
     CHECK(!p.preset.empty());
   }
+  CHECK(forced_collnet == 10);
+  CHECK(sharp_in_use == 62);
+  CHECK(predicted == 1632 - 72);
   int summed = 0;
   for (const auto& s : summarize(predictions)) summed += s.rows;
   CHECK(summed == predicted);
