@@ -52,8 +52,8 @@ struct MetricRow {
   std::string name;
   double value = 0;                                  // finite
   std::string unit;                                  // "ms", "bytes", "pct", "GBps", "" (dimensionless)
-  std::optional<std::int64_t> rank;                  // absent: not per rank (e.g. the max over ranks)
-  std::optional<std::int64_t> step;                  // absent: not per step (e.g. the median)
+  std::optional<std::int64_t> rank = std::nullopt;   // absent: not per rank (e.g. the max over ranks)
+  std::optional<std::int64_t> step = std::nullopt;   // absent: not per step (e.g. the median)
   nlohmann::json labels = nlohmann::json::object();  // any further key → value, e.g. {"scope": "local"}
   friend bool operator==(const MetricRow&, const MetricRow&) = default;
 };
