@@ -26,6 +26,89 @@ namespace dionsim::cli {
 
 using nlohmann::json;
 
+namespace {
+
+// What the three modes share: the selected runs, the interval options, the stored
+// configuration and the database a run is recorded in (one transaction: all of it or nothing).
+struct Validation {
+  const CommonOptions& common;
+  const std::vector<analysis::MeasuredConfiguration>& selected;
+  const analysis::IntervalOptions& io;
+  json config;
+  analysis::Database* db = nullptr;
+  void record(analysis::RunRecord rec) const {
+    db->store(rec, analysis::OnExisting::replace);
+    log(common, "recorded the validation in " + common.db);
+  }
+};
+
+// --extrapolate: fit the smaller node counts, predict the largest.
+void run_extrapolation(Validation v) {
+  log(v.common, "extrapolation: fitting the smaller node counts of " + std::to_string(v.selected.size()) + " configurations");
+  const auto e = analysis::extrapolate(v.selected, v.io);
+  for (const auto& note : analysis::uncertainty_of(&e.calibration, v.io).notes) log(v.common, note);
+  v.config["extrapolate"] = true;
+  if (v.db) v.record(analysis::extrapolation_record(e, v.config, v.common.seed));
+  if (v.common.machine()) {
+    print_result(v.common, analysis::to_json(e));
+    return;
+  }
+  std::fputs(analysis::extrapolation_text(e).c_str(), stdout);
+}
+
+// --calibration CAL: every selected configuration predicted with that calibration, unfitted.
+void run_with_calibration(Validation v, const std::string& calibration) {
+  const auto cal = analysis::calibration_for_runs(calibration, v.db, v.common.db, v.selected);
+  log(v.common, "predicting " + std::to_string(v.selected.size()) + " configurations with calibration '" + cal.name + "'");
+  const auto h = analysis::predict_holdout(v.selected, cal, v.io);
+  v.config["calibration"] = calibration;
+  if (v.db) {
+    auto rec = analysis::validation_record(h.rows, h.summary, v.config, v.common.seed, analysis::ValidationKind::calibration);
+    analysis::add_interval_results(rec, h.intervals, h.coverage, analysis::ValidationKind::calibration);
+    v.record(std::move(rec));
+  }
+  if (v.common.machine()) {
+    print_result(v.common, analysis::to_json(h));
+  } else {
+    std::fputs(analysis::holdout_text(h).c_str(), stdout);
+  }
+}
+
+// The default: leave one configuration out, with cross-validated intervals unless no_intervals.
+void run_leave_one_out(Validation v, bool in_sample, bool no_intervals) {
+  const auto& common = v.common;
+  const auto& selected = v.selected;
+  log(common, "leave-one-out over " + std::to_string(selected.size()) + " configurations" +
+                  (no_intervals ? "" : ", each with a nested leave-one-out for its intervals"));
+  analysis::CrossValidation cv;
+  if (no_intervals) {
+    cv.rows = analysis::leave_one_out(selected);
+  } else {
+    cv = analysis::cross_validate(selected, v.io);
+  }
+  for (const auto& note : cv.notes) log(common, "intervals: " + note);
+  std::vector<analysis::PredictionRow> fitted;
+  if (in_sample) fitted = analysis::compare_predictions(selected, analysis::fit_step_model(selected).parameters);
+  if (v.db) {
+    v.config["in_sample"] = in_sample;
+    if (no_intervals) v.config["intervals"] = false;
+    auto rec = analysis::validation_record(cv.rows, analysis::summarize(cv.rows), v.config, common.seed);
+    analysis::add_interval_results(rec, cv.intervals, cv.coverage, analysis::ValidationKind::leave_one_out);
+    v.record(std::move(rec));
+  }
+  if (common.machine()) {
+    // CSV: the held-out cells first (as before the intervals), then the summaries and the folds.
+    const json result = analysis::leave_one_out_json(cv, fitted);
+    auto tables = tables_from_json(result);
+    std::stable_partition(tables.begin(), tables.end(), [](const Table& t) { return t.name.starts_with("leave_one_out"); });
+    print_result(common, result, tables);
+    return;
+  }
+  std::fputs(analysis::leave_one_out_text(cv, fitted, !no_intervals).c_str(), stdout);
+}
+
+}  // namespace
+
 int run_validate(std::span<const std::string> args) {
   Command cmd("validate", "(--measured FILE.csv | --db DB) [--where KEY=VALUE …] [--in-sample | --calibration CAL | --extrapolate]",
               "Leave-one-configuration-out validation of the what-if step model: for every measured configuration,\n"
@@ -84,88 +167,14 @@ int run_validate(std::span<const std::string> args) {
   // What a stored validation depends on (its configuration hash); a re-run replaces it.
   json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"fabric_spread", fabric_spread}};
   if (!inter_node_prior.empty()) config["inter_node_prior"] = inter_node_prior;
-  const auto record = [&](analysis::RunRecord rec) {
-    db->store(rec, analysis::OnExisting::replace);  // one transaction: the whole validation or nothing
-    log(common, "recorded the validation in " + common.db);
-  };
-
+  Validation v{common, selected, io, std::move(config), db ? &*db : nullptr};
   if (extrapolate) {
-    log(common, "extrapolation: fitting the smaller node counts of " + std::to_string(selected.size()) + " configurations");
-    const auto e = analysis::extrapolate(selected, io);
-    for (const auto& note : analysis::uncertainty_of(&e.calibration, io).notes) log(common, note);
-    config["extrapolate"] = true;
-    if (db) record(analysis::extrapolation_record(e, config, common.seed));
-    if (common.machine()) {
-      print_result(common, analysis::to_json(e));
-      return 0;
-    }
-    std::printf("# fitted on %zu node count(s) up to %d, predicted %d nodes (90 %% intervals)\n%s\n%s\n# differences on one node set\n%s",
-                e.fit_nodes.size(), e.fit_nodes.back(), e.predicted_nodes, analysis::interval_rows_table(e.rows).c_str(),
-                analysis::coverage_table(e.summary).c_str(), analysis::differences_table(e.differences).c_str());
-    return 0;
-  }
-
-  if (!calibration.empty()) {
-    const auto cal = analysis::calibration_for_runs(calibration, db ? &*db : nullptr, common.db, selected);
-    log(common, "predicting " + std::to_string(selected.size()) + " configurations with calibration '" + cal.name + "'");
-    const auto h = analysis::predict_holdout(selected, cal, io);
-    config["calibration"] = calibration;
-    if (db) {
-      auto rec = analysis::validation_record(h.rows, h.summary, config, common.seed, analysis::ValidationKind::calibration);
-      analysis::add_interval_results(rec, h.intervals, h.coverage, analysis::ValidationKind::calibration);
-      record(std::move(rec));
-    }
-    if (common.machine()) {
-      print_result(common, analysis::to_json(h));
-    } else {
-      std::fputs(analysis::holdout_text(h).c_str(), stdout);
-    }
-    return 0;
-  }
-
-  log(common, "leave-one-out over " + std::to_string(selected.size()) + " configurations" +
-                  (no_intervals ? "" : ", each with a nested leave-one-out for its intervals"));
-  analysis::CrossValidation cv;
-  if (no_intervals) {
-    cv.rows = analysis::leave_one_out(selected);
+    run_extrapolation(std::move(v));
+  } else if (!calibration.empty()) {
+    run_with_calibration(std::move(v), calibration);
   } else {
-    cv = analysis::cross_validate(selected, io);
+    run_leave_one_out(std::move(v), in_sample, no_intervals);
   }
-  for (const auto& note : cv.notes) log(common, "intervals: " + note);
-  std::vector<analysis::PredictionRow> fitted;
-  if (in_sample) fitted = analysis::compare_predictions(selected, analysis::fit_step_model(selected).parameters);
-  const auto loo_summary = analysis::summarize(cv.rows);
-  if (db) {
-    config["in_sample"] = in_sample;
-    if (no_intervals) config["intervals"] = false;
-    auto rec = analysis::validation_record(cv.rows, loo_summary, config, common.seed);
-    analysis::add_interval_results(rec, cv.intervals, cv.coverage, analysis::ValidationKind::leave_one_out);
-    record(std::move(rec));
-  }
-  if (common.machine()) {
-    json result = analysis::to_json(cv);
-    if (in_sample) {
-      result["in_sample"] = json::array();
-      for (const auto& r : fitted) result["in_sample"].push_back(analysis::to_json(r));
-      result["in_sample_summary"] = json::array();
-      for (const auto& s : analysis::summarize(fitted)) result["in_sample_summary"].push_back(analysis::to_json(s));
-    }
-    // CSV: the held-out cells first (as before the intervals), then the summaries and the folds.
-    auto tables = tables_from_json(result);
-    std::stable_partition(tables.begin(), tables.end(), [](const Table& t) { return t.name.starts_with("leave_one_out"); });
-    print_result(common, result, tables);
-    return 0;
-  }
-  if (in_sample) {
-    std::printf("%s%s", analysis::prediction_rows_text("in-sample (fitted on all selected configurations)", fitted).c_str(),
-                analysis::error_summary_text("in-sample summary", analysis::summarize(fitted)).c_str());
-  }
-  std::printf("%s%s", analysis::prediction_rows_text("leave-one-configuration-out (each configuration predicted by a fit on the others)",
-                                                     cv.rows, no_intervals ? nullptr : &cv).c_str(),
-              analysis::error_summary_text("leave-one-out summary", loo_summary).c_str());
-  if (!no_intervals && cv.coverage.empty()) std::printf("# no held-out cell has a 90 %% interval (stderr says why)\n");
-  if (!cv.coverage.empty())
-    std::printf("# 90 %% intervals of the held-out cells (each fold's own calibration)\n%s", analysis::coverage_table(cv.coverage).c_str());
   return 0;
 }
 

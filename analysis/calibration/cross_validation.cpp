@@ -260,4 +260,29 @@ json to_json(const CrossValidation& cv) {
       {"leave_one_out", rows}, {"leave_one_out_summary", summary}, {"coverage_summary", coverage}, {"folds", folds}};
 }
 
+std::string leave_one_out_text(const CrossValidation& cv, const std::vector<PredictionRow>& in_sample, bool intervals) {
+  std::string out;
+  if (!in_sample.empty()) {
+    out += prediction_rows_text("in-sample (fitted on all selected configurations)", in_sample);
+    out += error_summary_text("in-sample summary", summarize(in_sample));
+  }
+  out += prediction_rows_text("leave-one-configuration-out (each configuration predicted by a fit on the others)", cv.rows,
+                              intervals ? &cv : nullptr);
+  out += error_summary_text("leave-one-out summary", summarize(cv.rows));
+  if (intervals && cv.coverage.empty()) out += "# no held-out cell has a 90 % interval (stderr says why)\n";
+  if (!cv.coverage.empty()) out += "# 90 % intervals of the held-out cells (each fold's own calibration)\n" + coverage_table(cv.coverage);
+  return out;
+}
+
+nlohmann::json leave_one_out_json(const CrossValidation& cv, const std::vector<PredictionRow>& in_sample) {
+  nlohmann::json result = to_json(cv);
+  if (!in_sample.empty()) {
+    result["in_sample"] = nlohmann::json::array();
+    for (const auto& r : in_sample) result["in_sample"].push_back(to_json(r));
+    result["in_sample_summary"] = nlohmann::json::array();
+    for (const auto& s : summarize(in_sample)) result["in_sample_summary"].push_back(to_json(s));
+  }
+  return result;
+}
+
 }  // namespace dionsim::analysis

@@ -77,6 +77,12 @@ struct Holdout {
 // {"leave_one_out": rows (with predicted_lo/_hi, half_width_pct, covered where there is an
 // interval), "leave_one_out_summary", "coverage_summary", "folds"}.
 [[nodiscard]] nlohmann::json to_json(const CrossValidation& cv);
+// validate's default output: the in-sample rows and summary first when `in_sample` is not empty,
+// then the held-out cells (with intervals unless `intervals` is false), their summary and the
+// intervals' coverage. JSON: to_json(cv) plus "in_sample" and "in_sample_summary".
+[[nodiscard]] std::string leave_one_out_text(const CrossValidation& cv, const std::vector<PredictionRow>& in_sample,
+                                             bool intervals);
+[[nodiscard]] nlohmann::json leave_one_out_json(const CrossValidation& cv, const std::vector<PredictionRow>& in_sample);
 [[nodiscard]] nlohmann::json to_json(const CrossValidationFold& fold);
 
 }  // namespace dionsim::analysis

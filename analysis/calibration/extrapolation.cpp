@@ -224,7 +224,10 @@ Extrapolation extrapolate(const std::vector<MeasuredConfiguration>& configuratio
     if (n < e.predicted_nodes) e.fit_nodes.push_back(n);
   const auto fit = fit_step_model(train, options);
   std::string fitted;
-  for (int n : e.fit_nodes) fitted += (fitted.empty() ? "" : ",") + std::to_string(n);
+  for (int n : e.fit_nodes) {
+    if (!fitted.empty()) fitted += ',';
+    fitted += std::to_string(n);
+  }
   e.calibration = calibration_from_step_fit(fit, "extrapolate-from-" + fitted + "-nodes", {"validate --extrapolate"},
                                             "dionsim validate");
   attach_model_error(e.calibration, leave_one_out_model_error(train, options));
@@ -314,6 +317,17 @@ json to_json(const Extrapolation& e) {
           {"extrapolated", rows},
           {"differences", diffs},
           {"coverage_summary", summary}};
+}
+
+std::string extrapolation_text(const Extrapolation& e) {
+  std::string out = format("# fitted on %zu node count(s) up to %d, predicted %d nodes (90 %% intervals)\n", e.fit_nodes.size(),
+                           e.fit_nodes.back(), e.predicted_nodes);
+  out += interval_rows_table(e.rows);
+  out += "\n";
+  out += coverage_table(e.summary);
+  out += "\n# differences on one node set\n";
+  out += differences_table(e.differences);
+  return out;
 }
 
 }  // namespace dionsim::analysis

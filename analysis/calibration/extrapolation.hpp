@@ -95,5 +95,7 @@ struct Extrapolation {
 [[nodiscard]] nlohmann::json to_json(const DifferenceRow& row);
 [[nodiscard]] nlohmann::json to_json(const CoverageSummary& summary);
 [[nodiscard]] nlohmann::json to_json(const Extrapolation& extrapolation);
+// validate --extrapolate's tables: the held-out cells, the coverage per metric, the differences.
+[[nodiscard]] std::string extrapolation_text(const Extrapolation& extrapolation);
 
 }  // namespace dionsim::analysis
