@@ -126,9 +126,10 @@ void write_file_atomically(const std::string& path, const std::function<void(std
   if (fs::is_directory(path, ec)) throw IoError(path + ": is a directory, expected an output file");
   const fs::path target(path);
   std::random_device rd;
-  const std::string tmp = (target.parent_path() / ("." + target.filename().string() + ".tmp-" +
-                                                     std::to_string(::getpid()) + "-" + std::to_string(rd())))
-                              .string();
+  std::string tmp_name = ".";
+  tmp_name += target.filename().string();
+  tmp_name += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(rd());
+  const std::string tmp = (target.parent_path() / tmp_name).string();
   struct Cleanup {
     const std::string& tmp;
     bool armed = true;

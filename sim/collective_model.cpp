@@ -224,7 +224,7 @@ double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t b
   int pipelines = 0;   // P: chunks in flight side by side (channels, x NVLS heads)
   std::int64_t chunk = 0;
   const auto halve_while = [&](double needed_per_pipeline_chunks, std::int64_t floor) {
-    while (static_cast<double>(bytes) / (static_cast<double>(pipelines) * chunk) < needed_per_pipeline_chunks && chunk > floor)
+    while (static_cast<double>(bytes) / (static_cast<double>(pipelines) * static_cast<double>(chunk)) < needed_per_pipeline_chunks && chunk > floor)
       chunk /= 2;
   };
   switch (a) {
@@ -251,7 +251,7 @@ double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t b
       pipelines = channels * g;  // nChannels x nvls.nHeads
       chunk = 128 * 1024;        // NCCL_NVLS_CHUNKSIZE
       const auto cut = [&](double times, std::int64_t above, std::int64_t to) {
-        if (static_cast<double>(bytes) < times * pipelines * chunk && chunk > above) chunk = to;
+        if (static_cast<double>(bytes) < times * pipelines * static_cast<double>(chunk) && chunk > above) chunk = to;
       };
       if (a == NcclAlgo::nvls) {
         cut(64, 65536, 65536);

@@ -30,10 +30,10 @@ std::string nccl_tests_block(const std::string& program, int nodes, int gpn, con
        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)             (us)  (GB/s)  (GB/s)\n";
   for (const auto b : sizes) {
     const double t = time_us(b);
+    const double rate = static_cast<double>(b) / t / 1e3;  // GB/s
     char line[256];
     std::snprintf(line, sizeof line, "%12lld %12lld     float     sum      -1 %9.2f %7.2f %7.2f       0 %9.2f %7.2f %7.2f       0\n",
-                  static_cast<long long>(b), static_cast<long long>(b / 4), t, b / t / 1e3, b / t / 1e3, t, b / t / 1e3,
-                  b / t / 1e3);
+                  static_cast<long long>(b), static_cast<long long>(b / 4), t, rate, rate, t, rate, rate);
     o << line;
   }
   o << "# Collective test concluded: " << program << "\n";

@@ -65,11 +65,11 @@ TEST_CASE("export: every stored value comes back bit for bit through the CSV", "
   const std::vector<double> awkward{0.1 + 0.2, 1.0 / 3.0, 6.02214076e23, 1e-15, 5e-324, 578.108648, -2.5e-7};
   for (std::size_t i = 0; i < awkward.size(); ++i) {
     auto r = RunRecord::begin("whatif", RunMode::simulated,
-                              {{"world", 8 << i}, {"scope", "global_capped"}, {"fabric", {{"name", "a,\"b\""}, {"nic_GBps", 0.1 * i}}},
+                              {{"world", 8 << i}, {"scope", "global_capped"}, {"fabric", {{"name", "a,\"b\""}, {"nic_GBps", 0.1 * static_cast<double>(i)}}},
                                {"seed", 3}, {"capacity_factor", nullptr}},
                               i);
     r.metrics.push_back({.name = "step_wall_ms", .value = awkward[i], .unit = "ms"});
-    r.metrics.push_back({.name = "wait_steps_count", .value = 1.0 * i, .unit = "", .rank = 2, .step = 5,
+    r.metrics.push_back({.name = "wait_steps_count", .value = static_cast<double>(i), .unit = "", .rank = 2, .step = 5,
                          .labels = {{"steps", 3}}});
     db.store(r);
   }
