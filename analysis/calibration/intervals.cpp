@@ -593,7 +593,10 @@ Accumulator propagate(const Sources& sources, std::size_t n, const std::vector<d
                       const Evaluate& evaluate, const Value& value) {
   using Kind = typename Sources::value_type::Kind;
   Accumulator acc(n);
-  const auto* link = link_source(sources);
+  // Only a linearised direction is differentiated at the link's ends: without one, no link term.
+  const bool any_direction =
+      std::any_of(sources.begin(), sources.end(), [](const auto& s) { return s.kind == Kind::direction; });
+  const auto* link = any_direction ? link_source(sources) : nullptr;
   std::vector<double> link_minus, link_plus;
   if (link) {
     link_minus = evaluate({{link, -1}});
