@@ -39,6 +39,8 @@ int run_validate_collectives(std::span<const std::string> args) {
   if (cmd.has("mapping")) {
     std::printf("%-14s %-8s %s\n", "gpu contains", "nic has", "preset");
     for (const auto& e : analysis::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
+    std::printf("# a NIC the row's nic column states ('8x400 Gb/s per tray', '3.2 Tb/s per node') sets its NIC bandwidth\n"
+                "# per GPU; one it leaves unstated ('not stated') takes the preset's\n");
     return 0;
   }
   const auto rows = analysis::read_published_rows(vm["published"].as<std::string>());
@@ -56,6 +58,7 @@ int run_validate_collectives(std::span<const std::string> args) {
                           {"collective", p.row->collective}, {"nodes", p.row->nodes},
                           {"gpus_per_node", p.row->gpus_per_node}, {"size_bytes", p.row->size_bytes},
                           {"measured_us", p.row->time_us}, {"regime", analysis::to_string(analysis::regime_of(p.row->size_bytes))}};
+      if (p.stated_nic_GBps) j["stated_nic_GBps"] = *p.stated_nic_GBps;  // per GPU, replacing the preset's
       if (!p.skipped.empty()) {
         j["skipped"] = p.skipped;
       } else {
