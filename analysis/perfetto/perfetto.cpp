@@ -22,9 +22,22 @@ std::string format_ps_as_us(std::int64_t ps) {
   return out;
 }
 
+namespace {
+
+// ".<name>.tmp-<pid>" beside the trace (built by appending: GCC 12 flags "." + std::string&&).
+std::filesystem::path temporary_beside(const std::filesystem::path& path) {
+  std::string name = ".";
+  name += path.filename().string();
+  name += ".tmp-";
+  name += std::to_string(::getpid());
+  return path.parent_path() / name;
+}
+
+}  // namespace
+
 TraceWriter::TraceWriter(const std::filesystem::path& path)
     : path_(path),
-      temporary_(path.parent_path() / ("." + path.filename().string() + ".tmp-" + std::to_string(::getpid()))),
+      temporary_(temporary_beside(path)),
       out_(temporary_, std::ios::trunc) {
   if (std::filesystem::is_directory(path)) {
     throw IoError(path.string() + ": is a directory, expected a trace file name");
