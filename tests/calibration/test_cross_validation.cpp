@@ -130,13 +130,7 @@ TEST_CASE("cross-validated intervals cover about 90 % on synthetic data with kno
   double half_width = 0;
   for (std::uint64_t s = 1; s <= 4; ++s) {
     std::mt19937_64 rng(s);
-    std::normal_distribution<double> noise(0.0, 0.03);
-    auto draw = runs;
-    for (auto& c : draw)
-      for (auto& [metric, value] : c.metrics)
-        for (const auto& r : exact)
-          if (r.configuration == c.config.label() && r.metric == metric) value = r.predicted * (1.0 + noise(rng));
-    const auto cv = cross_validate(draw, options);
+    const auto cv = cross_validate(noisy_draw(runs, exact, rng), options);
     for (const auto& r : cv.intervals) {
       if (!r.row.fitted) continue;
       ++cells;

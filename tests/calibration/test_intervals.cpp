@@ -259,15 +259,7 @@ TEST_CASE("90 % intervals cover about 90 % of repeated measurements on synthetic
   auto runs = seed_runs();
   const auto truth = known_truth(runs);
   const auto exact = compare_predictions(runs, truth);
-  auto draw = [&](std::mt19937_64& rng) {
-    std::normal_distribution<double> noise(0.0, 0.03);
-    auto out = runs;
-    for (auto& c : out)
-      for (auto& [metric, value] : c.metrics)
-        for (const auto& r : exact)
-          if (r.configuration == c.config.label() && r.metric == metric) value = r.predicted * (1.0 + noise(rng));
-    return out;
-  };
+  auto draw = [&](std::mt19937_64& rng) { return noisy_draw(runs, exact, rng); };
   int cells = 0, covered = 0;
   for (std::uint64_t seed = 1; seed <= 12; ++seed) {
     std::mt19937_64 rng(seed);
