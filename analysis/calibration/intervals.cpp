@@ -130,6 +130,20 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
 
 }  // namespace
 
+Eigen::MatrixXd covariance_with_prior(const Eigen::MatrixXd& covariance, const Eigen::VectorXd& prior_variance) {
+  if (covariance.rows() != covariance.cols() || covariance.rows() != prior_variance.size())
+    throw InputError("intervals: a " + std::to_string(covariance.rows()) + " x " + std::to_string(covariance.cols()) +
+                     " covariance with " + std::to_string(prior_variance.size()) + " prior variances");
+  for (Eigen::Index i = 0; i < prior_variance.size(); ++i)
+    if (!(std::isfinite(prior_variance[i]) && prior_variance[i] > 0))
+      throw InputError("intervals: prior variance " + std::to_string(i) + " is " + std::to_string(prior_variance[i]) +
+                       ", expected a finite value > 0");
+  const Eigen::MatrixXd c = 0.5 * (covariance + covariance.transpose());
+  const Eigen::MatrixXd with_prior = c + Eigen::MatrixXd(prior_variance.asDiagonal());
+  const Eigen::MatrixXd posterior = c - c * with_prior.ldlt().solve(c);
+  return 0.5 * (posterior + posterior.transpose());
+}
+
 double Interval::probability_above(double x) const {
   const double a = std::max(sd_lo, 0.0), b = std::max(sd_hi, 0.0);
   if (a + b <= 0) return value > x ? 1.0 : 0.0;
@@ -437,7 +451,17 @@ std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfi
     Eigen::MatrixXd C(k, k);
     for (Eigen::Index a = 0; a < k; ++a)
       for (Eigen::Index b = 0; b < k; ++b) C(a, b) = u.covariance(live[a], live[b]);
-    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(0.5 * (C + C.transpose()));
+    // The fit's covariance combined with the prior it was fitted under (covariance_with_prior). A
+    // cap on each principal direction of C instead would also shrink the well-determined
+    // parameters mixed into a direction with an open HBM group (the 1-node seed fit's
+    // GEMM-beside-collective slowdown, σ 0.40: 0.21 that way, 0.28 here).
+    Eigen::VectorXd prior_variance(k);
+    for (Eigen::Index a = 0; a < k; ++a) {
+      const auto [lo, hi] = bounds_of(u.covariance_parameters[static_cast<std::size_t>(live[a])]);
+      const double uniform_sd = (std::min(hi, 1e12) - lo) / std::sqrt(12.0);
+      prior_variance[a] = uniform_sd * uniform_sd;
+    }
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> eig(covariance_with_prior(C, prior_variance));
     const double largest = eig.eigenvalues().cwiseAbs().maxCoeff();
     constexpr double kStep = 0.1;  // of a standard deviation: linear, yet far above the ns rounding
     for (Eigen::Index e = 0; e < k; ++e) {
@@ -445,17 +469,7 @@ std::vector<IntervalModel::Source> IntervalModel::sources(const sim::WhatifConfi
       if (!(lambda > 1e-12 * largest) || lambda <= 0) continue;
       Source s;
       s.kind = Source::Kind::direction;
-      Eigen::VectorXd d = eig.eigenvectors().col(e) * std::sqrt(lambda);
-      // A posterior is never wider than the prior: no parameter's 1σ displacement exceeds the sd of
-      // a uniform distribution over its bounds (range/√12). Weakly determined HBM groups otherwise
-      // get σ of thousands on a (0, 1] range from the pseudo-inverse (docs/calibration.md).
-      double cap = 1.0;
-      for (Eigen::Index a = 0; a < k; ++a) {
-        const auto [lo, hi] = bounds_of(u.covariance_parameters[static_cast<std::size_t>(live[a])]);
-        const double uniform_sd = (std::min(hi, 1e12) - lo) / std::sqrt(12.0);
-        if (std::abs(d[a]) > uniform_sd) cap = std::min(cap, uniform_sd / std::abs(d[a]));
-      }
-      d *= cap;
+      const Eigen::VectorXd d = eig.eigenvectors().col(e) * std::sqrt(lambda);
       s.step_minus = s.step_plus = kStep;
       for (Eigen::Index a = 0; a < k; ++a) {
         if (std::abs(d[a]) < 1e-15) continue;

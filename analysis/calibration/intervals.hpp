@@ -132,6 +132,13 @@ struct ParameterPrior {
 };
 [[nodiscard]] const std::vector<ParameterPrior>& parameter_priors();
 
+// A fit's parameter covariance C combined with the prior the fit ran under, a normal of variance
+// prior_variance[i] per parameter (a uniform over its bounds has sd range/√12): (C⁻¹ + P⁻¹)⁻¹,
+// computed as C − C (C + P)⁻¹ C so that a singular C (a pseudo-inverse's) needs no inverse. It
+// shrinks what the data leave open towards the prior and keeps what they determine.
+[[nodiscard]] Eigen::MatrixXd covariance_with_prior(const Eigen::MatrixXd& covariance,
+                                                    const Eigen::VectorXd& prior_variance);
+
 struct IntervalOptions {
   double fabric_spread = kPublishedFabricSpread;  // --fabric-spread (relative sd, >= 0)
   // --inter-node-prior LO,HI: the 90 % range of the inter-node link's time as a factor on the
