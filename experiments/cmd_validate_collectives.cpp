@@ -62,7 +62,7 @@ int run_validate_collectives(std::span<const std::string> args) {
       if (!p.skipped.empty()) {
         j["skipped"] = p.skipped;
       } else {
-        j.update({{"algorithm", p.algorithm}, {"protocol", p.protocol}, {"dionsim_us", p.dionsim_us},
+        j.update({{"algorithm", p.algorithm}, {"protocol", p.protocol}, {"chosen_by", p.chosen_by}, {"dionsim_us", p.dionsim_us},
                   {"baseline", p.baseline}, {"baseline_us", p.baseline_us}, {"nccl_algorithm", p.nccl_algorithm},
                   {"nccl_protocol", p.nccl_protocol}});
       }

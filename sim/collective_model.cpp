@@ -1,5 +1,7 @@
 #include "sim/collective_model.hpp"
 
+#include "sim/aws_ofi_tuner.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -377,9 +379,25 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
                      " on " + std::to_string(shape_.nodes) + " x " + std::to_string(shape_.ranks_per_node) +
                      " ranks (NCCL would refuse the forced choice too)");
   }
-  auto priced = price(f, nccl->algo, nccl->proto, bytes);
+  // A tuner plugin overrides NCCL's choice unless NCCL_ALGO / NCCL_PROTO restrict it (the plugin
+  // then stands aside, as aws-ofi-nccl's does); NCCL's model is then quoted for the pair it runs.
+  const bool forced = std::find(allowed.algos.begin(), allowed.algos.end(), false) != allowed.algos.end() ||
+                      std::find(allowed.protos.begin(), allowed.protos.end(), false) != allowed.protos.end();
+  std::optional<NcclPrediction> run = nccl;
+  std::string chosen_by = "nccl";
+  if (!forced) {
+    const auto pick = tuner_plugin_pick(spec_.tuner_plugin, f, shape_.nodes, shape_.ranks_per_node, bytes,
+                                        [&](NcclAlgo a, NcclProto p) { return nccl_.enabled(f, a, p); });
+    if (pick) {
+      run = nccl_.predict(f, pick->algo, pick->proto, bytes);
+      chosen_by = topo::to_string(spec_.tuner_plugin);
+    }
+  }
+  if (!run) throw std::logic_error("CollectiveModel: the tuner plugin's pick is not enabled");
+  auto priced = price(f, run->algo, run->proto, bytes);
   if (!priced) throw std::logic_error("CollectiveModel: NCCL's choice is not priced");
-  priced->nccl = nccl;
+  priced->nccl = run;
+  priced->chosen_by = chosen_by;
   return *priced;
 }
 

@@ -53,6 +53,9 @@ struct CollectiveCost {
   double bandwidth_GBps = 0;  // algorithm bandwidth of the size-dependent part (0 when none)
   double pipeline_fill_us = 0;  // tree-like algorithms: the chunk pipeline's fill (in time_us)
   std::optional<NcclPrediction> nccl;  // NCCL's own model for the same call (not for all-to-all)
+  // Who picked the pair: "nccl" (its tuning model), or the fabric's tuner plugin
+  // (topo::to_string(TunerPlugin), sim/aws_ofi_tuner.hpp); empty for all-to-all.
+  std::string chosen_by;
 };
 
 // The NCCL communicator view of a fabric at a size (`nodes` hosts of `gpus_per_node`): NVLink

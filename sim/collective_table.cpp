@@ -80,6 +80,7 @@ nlohmann::json collective_json_row(const nlohmann::json& config, const Collectiv
   if (cost) {
     out.update({{"nccl_algorithm_used", cost->algorithm}, {"nccl_protocol_used", cost->protocol},
                 {"latency_us", cost->latency_us}});
+    if (!cost->chosen_by.empty()) out["chosen_by"] = cost->chosen_by;
     if (cost->nccl) {
       out.update({{"nccl_model_time_us", cost->nccl->time_us}, {"nccl_model_algorithm", to_string(cost->nccl->algo)},
                   {"nccl_model_protocol", to_string(cost->nccl->proto)}});

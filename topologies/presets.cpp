@@ -91,9 +91,13 @@ FabricSpec roce100(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE
 // per GPU (EFA v1, 4 x 100G), p5 3200 Gb/s = 50 GB/s (EFA v2, 32 x 100G), p5en 3200 Gb/s = 50 GB/s
 // (EFA v3, 16 x 200G). AWS does not publish its leaf layout: whole instances per leaf, 32 GPU
 // ports (4 instances), assumed.
-FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps, double step_latency_us) {
+// p5 / p5en also run aws-ofi-nccl's region tuner, which NCCL >= 2.21 loads from the net plugin
+// by default (sim/aws_ofi_tuner.hpp); p4d has none.
+FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps, double step_latency_us,
+               TunerPlugin tuner = TunerPlugin::none) {
   FabricSpec f = net(std::move(s), Network::efa, std::move(nic), nic_GBps, Layout::node, 32);
   f.net_step_latency_us = step_latency_us;
+  f.tuner_plugin = tuner;
   return f;
 }
 
@@ -119,8 +123,8 @@ const std::map<std::string, FabricSpec>& table() {
     add(ndr400(nvl72("gb300-nvl72"), "400 Gb/s per GPU (default; ConnectX-8 runs 800: gb300-nvl72-xdr800)"));
     add(xdr800(nvl72("gb300-nvl72-xdr800")));
     add(efa(hgx_a100("p4d-efa"), "EFA v1, 4 x 100 Gb/s per instance", 6.25, 75));
-    add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20));
-    add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50, 18));
+    add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20, TunerPlugin::aws_ofi_p5));
+    add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50, 18, TunerPlugin::aws_ofi_p5en));
     return m;
   }();
   return presets;

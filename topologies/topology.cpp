@@ -38,6 +38,15 @@ const char* to_string(LinkKind kind) {
 
 const char* to_string(Layout layout) { return layout == Layout::rail ? "rail" : "node"; }
 
+const char* to_string(TunerPlugin t) {
+  switch (t) {
+    case TunerPlugin::none: return "none";
+    case TunerPlugin::aws_ofi_p5: return "aws-ofi-p5";
+    case TunerPlugin::aws_ofi_p5en: return "aws-ofi-p5en";
+  }
+  return "?";
+}
+
 const char* to_string(Network network) {
   switch (network) {
     case Network::infiniband: return "infiniband";
@@ -53,7 +62,8 @@ std::string describe(const FabricSpec& s) {
     << " per NVLink domain (NVLink " << s.nvlink_generation << ", " << s.nvlink_GBps << " GB/s per GPU), "
     << to_string(s.network) << ' ' << s.nic_GBps << " GB/s per GPU" << (s.nic.empty() ? "" : " (" + s.nic + ")")
     << ", " << to_string(s.layout) << ", " << s.leaf_radix << "-port leaves, " << s.planes << " plane"
-    << (s.planes == 1 ? "" : "s") << ", oversubscription " << s.oversubscription;
+    << (s.planes == 1 ? "" : "s") << ", oversubscription " << s.oversubscription
+    << (s.tuner_plugin == TunerPlugin::none ? "" : std::string(", NCCL tuner plugin ") + to_string(s.tuner_plugin));
   return o.str();
 }
 

@@ -29,6 +29,11 @@ enum class Layout { rail, node };  // how NICs attach to leaves: rail-optimized,
 enum class Network { infiniband, roce, efa };  // the scale-out network's kind
 
 // Per-GPU fabric parameters, independent of the cluster's size. Bandwidths are per direction.
+// The NCCL tuner plugin the fabric's software stack loads (sim/aws_ofi_tuner.hpp): none (NCCL's own
+// choice), or aws-ofi-nccl's region tuner of p5 / p5e or of p5en.
+enum class TunerPlugin { none, aws_ofi_p5, aws_ofi_p5en };
+[[nodiscard]] const char* to_string(TunerPlugin t);
+
 struct FabricSpec {
   std::string name;                 // preset name or topology file, for output
   int gpus_per_host = 8;            // GPUs of one server / compute tray (rails in the rail layout)
@@ -49,6 +54,7 @@ struct FabricSpec {
   Layout layout = Layout::rail;
   int leaf_radix = 32;              // downlink ports per leaf switch, at the plane's speed
   double oversubscription = 1;      // leaf downlink / uplink capacity, >= 1 (1 = non-blocking)
+  TunerPlugin tuner_plugin = TunerPlugin::none;
 };
 
 // The spec with hosts of `gpus_per_host` GPUs (e.g. 2 GPUs of an 8-GPU node in use, or a

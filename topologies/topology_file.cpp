@@ -125,6 +125,17 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       const double v = toml_number(source, key, n);
       if (!(v >= 1)) throw_bad_input(toml_where(source, n), key, toml_text(n), "a number >= 1 (1 = non-blocking)");
       s.oversubscription = v;
+    } else if (key == "tuner_plugin") {
+      const std::string v = string(source, key, n);
+      if (v == "none") {
+        s.tuner_plugin = TunerPlugin::none;
+      } else if (v == "aws-ofi-p5") {
+        s.tuner_plugin = TunerPlugin::aws_ofi_p5;
+      } else if (v == "aws-ofi-p5en") {
+        s.tuner_plugin = TunerPlugin::aws_ofi_p5en;
+      } else {
+        throw_bad_input(toml_where(source, n), key, v, "'none', 'aws-ofi-p5' or 'aws-ofi-p5en'");
+      }
     } else if (key == "layout") {
       const std::string v = string(source, key, n);
       if (v == "rail") {
@@ -138,7 +149,7 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       throw_bad_input(toml_where(source, n), key, toml_text(n),
                       "no such key (known: base, name, gpus_per_host, gpus_per_nvlink_domain, nvlink_generation, "
                       "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, net_step_latency_us, "
-                      "nic_efficiency, planes, layout, leaf_radix, oversubscription; gpus_per_node = gpus_per_host)");
+                      "nic_efficiency, planes, layout, leaf_radix, oversubscription, tuner_plugin; gpus_per_node = gpus_per_host)");
     }
   }
   // Without a base the bandwidths and the host size must be given.

@@ -147,6 +147,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     const CollectiveCost c = model->cost(op, row.size_bytes, forced, Mode::fast);
     p.algorithm = c.algorithm;
     p.protocol = c.protocol;
+    p.chosen_by = c.chosen_by;
     p.dionsim_us = c.time_us;
     if (c.nccl) {
       p.baseline = "nccl";

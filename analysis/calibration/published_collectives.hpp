@@ -46,6 +46,7 @@ struct RowPrediction {
   std::optional<double> stated_nic_GBps;  // per GPU, where the row states its NIC (replaces the preset's)
   std::string skipped;  // why the row is not predicted (CollNet / SHARP); empty when predicted
   std::string algorithm, protocol;
+  std::string chosen_by;  // "nccl" or the preset's tuner plugin (CollectiveCost::chosen_by); empty for all-to-all
   double dionsim_us = 0;
   double baseline_us = 0;        // NCCL's tuning model (all-to-all: the old closed form)
   std::string baseline;          // "nccl" or "closed-form"

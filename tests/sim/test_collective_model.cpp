@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/error.hpp"
+#include "sim/aws_ofi_tuner.hpp"
 #include "sim/collective_model.hpp"
 #include "sim/nccl_tuning.hpp"
 #include "analysis/calibration/published_collectives.hpp"
@@ -123,6 +124,59 @@ TEST_CASE("NCCL_ALGO / NCCL_PROTO parsing", "[collective][model]") {
   // Forcing what NCCL cannot run is refused, as NCCL would.
   const CollectiveModel m(topo::preset("h100-ndr400"), 16, 8);
   CHECK_THROWS_AS(m.cost(CollectiveOp::allgather, 1 << 20, NcclChoice::parse("tree", "auto")), UsageError);
+}
+
+TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5en beyond two nodes", "[collective][model]") {
+  auto pick = [](const std::string& fabric, CollectiveOp op, int nodes, std::int64_t bytes,
+                 const NcclChoice& allowed = {}) {
+    const CollectiveModel m(topo::preset(fabric), nodes, 8);
+    const auto c = m.cost(op, bytes, allowed);
+    return c.algorithm + "/" + c.protocol + " by " + c.chosen_by;
+  };
+  constexpr std::int64_t MiB = std::int64_t{1} << 20, GiB = std::int64_t{1} << 30;
+  // p5, 4 nodes (32 ranks): Tree/LL128 below the ring's edge (36 MiB at 32 ranks), Ring/LL128 to
+  // 1.32 GiB, Ring/Simple from 1.5 GiB: the jump in the published p5 runs' bus bandwidth
+  // (280 -> 350 GB/s at 2 GiB on 4 nodes, at 4 GiB on 8, at 8 GiB on 16).
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 4, 16 * MiB) == "tree/ll128 by aws-ofi-p5");
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 4, 64 * MiB) == "ring/ll128 by aws-ofi-p5");
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 4, 1 * GiB) == "ring/ll128 by aws-ofi-p5");
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 4, 2 * GiB) == "ring/simple by aws-ofi-p5");
+  // A vertex counts as inside: (2 GiB, 64 ranks) closes the Ring/LL128 region, checked first.
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 8, 2 * GiB) == "ring/ll128 by aws-ofi-p5");
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 8, 4 * GiB) == "ring/simple by aws-ofi-p5");
+  // 16 nodes, 4 GiB: the NVLS Tree region between 2 and 6 GiB at 128 ranks.
+  CHECK(pick("p5-efa", CollectiveOp::allreduce, 16, 4 * GiB) == "nvlstree/simple by aws-ofi-p5");
+  // p5en has its own tables, all-gather and reduce-scatter too.
+  CHECK(pick("p5en-efa", CollectiveOp::allgather, 4, 1 * MiB) == "ring/ll by aws-ofi-p5en");
+  CHECK(pick("p5en-efa", CollectiveOp::allgather, 4, 8 * GiB) == "ring/simple by aws-ofi-p5en");
+  CHECK(pick("p5en-efa", CollectiveOp::reducescatter, 4, 64 * MiB) == "ring/ll128 by aws-ofi-p5en");
+  CHECK(pick("p5en-efa", CollectiveOp::allreduce, 4, 400 * MiB) == "nvlstree/simple by aws-ofi-p5en");
+  CHECK(pick("p5en-efa", CollectiveOp::allreduce, 4, 4 * GiB) == "ring/simple by aws-ofi-p5en");
+  // Where the tuner stands aside NCCL's own choice stands: <= 2 nodes, NCCL_ALGO / NCCL_PROTO set,
+  // shapes it has no table for (p5's all-gather at 8 GPUs per node), fabrics without the plugin.
+  const auto nccl_only = [](const std::string& fabric, CollectiveOp op, int nodes, std::int64_t bytes,
+                            const NcclChoice& allowed = {}) {
+    const CollectiveModel m(topo::preset(fabric), nodes, 8);
+    const auto c = m.cost(op, bytes, allowed);
+    const auto n = m.nccl().choose(to_nccl(op), bytes, allowed);
+    REQUIRE(n);
+    CHECK(c.chosen_by == "nccl");
+    CHECK(c.algorithm == to_string(n->algo));
+    CHECK(c.protocol == to_string(n->proto));
+  };
+  nccl_only("p5-efa", CollectiveOp::allreduce, 2, 1 * GiB);
+  nccl_only("p5-efa", CollectiveOp::allreduce, 4, 2 * GiB, NcclChoice::parse("auto", "simple"));
+  nccl_only("p5-efa", CollectiveOp::allgather, 4, 1 * GiB);
+  nccl_only("h100-ndr400", CollectiveOp::allreduce, 4, 2 * GiB);
+  nccl_only("p4d-efa", CollectiveOp::allreduce, 4, 2 * GiB);
+  // A region whose pair NCCL does not enable is skipped (the tuner skips NCCL's ignored entries).
+  CHECK_FALSE(tuner_plugin_pick(TunerPlugin::aws_ofi_p5, NcclFunc::allreduce, 4, 8, 2 * GiB,
+                                [](NcclAlgo a, NcclProto) { return a != NcclAlgo::ring; }));
+  // Beyond its limits (100 GiB) it leaves NCCL's choice too.
+  CHECK_FALSE(tuner_plugin_pick(TunerPlugin::aws_ofi_p5, NcclFunc::allreduce, 4, 8, 200 * GiB,
+                                [](NcclAlgo, NcclProto) { return true; }));
+  // A topology file names the plugin; a wrong name is refused with what was expected.
+  CHECK(std::string(topo::to_string(topo::preset("p5-efa").tuner_plugin)) == "aws-ofi-p5");
 }
 
 TEST_CASE("dionsim's pricing: link-limited bandwidth, NCCL's latency structure, the network's step latency",

@@ -224,6 +224,12 @@ TEST_CASE("topology files: keys with units, base preset, overrides", "[topology]
   CHECK(f.spec.oversubscription == 2.5);
   CHECK(f.spec.layout == Layout::node);
   CHECK(f.gpus_per_node == 4);
+  CHECK(f.spec.tuner_plugin == TunerPlugin::none);
+  // A p5 base brings aws-ofi-nccl's tuner; a file can name it or turn it off.
+  CHECK(parse_topology("base = \"p5-efa\"\n", "p.toml").spec.tuner_plugin == TunerPlugin::aws_ofi_p5);
+  CHECK(parse_topology("base = \"p5-efa\"\ntuner_plugin = \"none\"\n", "p.toml").spec.tuner_plugin == TunerPlugin::none);
+  CHECK(parse_topology("base = \"h100-ndr400\"\ntuner_plugin = \"aws-ofi-p5en\"\n", "p.toml").spec.tuner_plugin ==
+        TunerPlugin::aws_ofi_p5en);
 }
 
 TEST_CASE("topology files: a GPU cluster the presets do not have", "[topology][file]") {
@@ -265,6 +271,8 @@ TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   fails_with("base = \"h200-ndr400\"\n\nnic_gbps = 50\n", "t.toml:3: nic_gbps: got '50', expected no such key");
   fails_with("base = \"h900\"\n", "t.toml:1: base: got 'h900', expected one of");
   fails_with("base = \"h200-ndr400\"\nlayout = \"torus\"\n", "t.toml:2: layout: got 'torus'");
+  fails_with("base = \"p5-efa\"\ntuner_plugin = \"ofi\"\n",
+             "t.toml:2: tuner_plugin: got 'ofi', expected 'none', 'aws-ofi-p5' or 'aws-ofi-p5en'");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = \"fast\"\n", "t.toml:2: nic_GBps: got 'fast', expected a number");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = = 3\n", "t.toml:2:");
   fails_with("nvlink_GBps = 450\n", "nic_GBps: got '(missing)'");
