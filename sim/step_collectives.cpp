@@ -159,7 +159,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     } else {
       const CollectiveCost c = model_.cost(op, bytes);
       us = c.time_us;
-      a.choice = {c.algorithm, c.protocol};
+      a.choice = {c.algorithm, c.protocol, c.chosen_by};
     }
     a.ns = static_cast<DurationNs>(std::ceil(us * 1e3));  // round up: never early, as model_time_ns
   }

@@ -47,6 +47,7 @@ struct CollectiveRequest {
 struct CollectiveChoice {
   std::string algorithm;
   std::string protocol;
+  std::string chosen_by;  // "nccl", a tuner plugin (CollectiveCost::chosen_by); empty for all-to-all
 };
 
 class CollectiveTimer {

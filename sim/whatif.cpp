@@ -62,8 +62,10 @@ const OptimizerCollective* WhatifResult::find_collective(const std::string& name
 nlohmann::json collectives_json(const WhatifResult& r) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& c : r.collectives) {
-    out.push_back({{"name", c.name}, {"kind", c.kind}, {"bytes_sent", c.bytes_sent}, {"count", c.count},
-                   {"algorithm", c.choice.algorithm}, {"protocol", c.choice.protocol}, {"time_ms", ns_to_ms(c.time_ns)}});
+    nlohmann::json j = {{"name", c.name}, {"kind", c.kind}, {"bytes_sent", c.bytes_sent}, {"count", c.count},
+                        {"algorithm", c.choice.algorithm}, {"protocol", c.choice.protocol}, {"time_ms", ns_to_ms(c.time_ns)}};
+    if (!c.choice.chosen_by.empty()) j["chosen_by"] = c.choice.chosen_by;
+    out.push_back(std::move(j));
   }
   return out;
 }

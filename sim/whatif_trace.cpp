@@ -81,6 +81,7 @@ std::vector<TraceEvent> trace_events(const WhatifResult& r) {
       if (const auto* c = r.find_collective(e.name, e.bytes); c != nullptr && !c->choice.algorithm.empty()) {
         args["algorithm"] = c->choice.algorithm;
         args["protocol"] = c->choice.protocol;
+        if (!c->choice.chosen_by.empty()) args["chosen_by"] = c->choice.chosen_by;
       }
     }
     out.push_back({compute ? 0 : 1, e.name, compute ? "kernel" : "collective", opt_start + e.start_ns, e.duration_ns,

@@ -290,9 +290,23 @@ TEST_CASE("whatif's collective timer gives the time `collective` prints for the 
     const CollectiveRequest ag{StepCollective::all_gather, 5760, 5760};
     CHECK(timer.time_ns(ag) == static_cast<std::int64_t>(std::ceil(model.cost(CollectiveOp::allgather, 5760LL * w).time_us * 1e3)));
     CHECK(timer.choice(ag).algorithm == model.cost(CollectiveOp::allgather, 5760LL * w).algorithm);
+    CHECK(timer.choice(ag).chosen_by == model.cost(CollectiveOp::allgather, 5760LL * w).chosen_by);
     const CollectiveRequest a2a{StepCollective::all_to_all, 64LL << 20, (64LL << 20) / w};
     CHECK(timer.time_ns(a2a) == static_cast<std::int64_t>(std::ceil(model.cost(CollectiveOp::alltoall, 64LL << 20).time_us * 1e3)));
   }
+}
+
+TEST_CASE("whatif's timer runs the pair a fabric's tuner plugin picks", "[collective][model]") {
+  const auto spec = topo::preset("p5en-efa");
+  const FabricCollectiveTimer timer(spec, 4, 8, std::nullopt);
+  const CollectiveModel model(spec, 4, 8);
+  // 32 MiB gathered over 32 ranks: p5en's all-gather regions put it in Ring/LL128.
+  const CollectiveRequest ag{StepCollective::all_gather, std::int64_t{1} << 20, std::int64_t{1} << 20};
+  const auto c = model.cost(CollectiveOp::allgather, std::int64_t{32} << 20);
+  CHECK(c.chosen_by == "aws-ofi-p5en");
+  CHECK(timer.choice(ag).chosen_by == "aws-ofi-p5en");
+  CHECK(timer.choice(ag).algorithm == c.algorithm);
+  CHECK(timer.choice(ag).protocol == c.protocol);
 }
 
 TEST_CASE("validate-collectives: every published row predicted or out of scope", "[collective][validate]") {
