@@ -337,7 +337,7 @@ double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) cons
       return it->second;
     }
   }
-  if (!topology_) topology_ = std::make_unique<topo::Topology>(spec_, hosts_, gpus_per_node_);
+  if (!topology_) topology_ = topo::shared_topology(spec_, hosts_, gpus_per_node_);
   CollectiveSpec spec;
   spec.op = CollectiveOp::alltoall;
   spec.algorithm = Algorithm::direct;

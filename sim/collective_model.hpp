@@ -94,7 +94,7 @@ class CollectiveModel {
   int gpus_per_node_;
   // The fabric for the all-to-all's DES, built on first use; transfer times cached per size.
   mutable std::mutex mutex_;
-  mutable std::unique_ptr<topo::Topology> topology_;
+  mutable std::shared_ptr<const topo::Topology> topology_;
   mutable std::map<std::pair<int, std::int64_t>, double> transfer_cache_;
   // One network step: the larger of NCCL's constant and the fabric's per-message latency (plus a
   // Simple completion); docs/simulator.md, "dionsim's price".

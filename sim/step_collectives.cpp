@@ -126,16 +126,16 @@ StepFabric without_latency(StepFabric f) {
 
 FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
                                              std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks)
-    : topology_(spec, nodes, gpus_per_node),
+    : topology_(topo::shared_topology(spec, nodes, gpus_per_node)),
       closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
       closed_form_no_latency_(without_latency(step_fabric(spec, nodes, gpus_per_node))),
       model_(spec, nodes, gpus_per_node),
-      use_engine_(topology_.symmetric() || topology_.ranks() <= exact_limit_ranks) {}
+      use_engine_(topology_->symmetric() || topology_->ranks() <= exact_limit_ranks) {}
 
 std::pair<CollectiveOp, std::int64_t> FabricCollectiveTimer::model_call(const CollectiveRequest& r) const {
   switch (r.kind) {
     case StepCollective::all_to_all: return {CollectiveOp::alltoall, r.bytes_sent};  // sent per rank, self-chunk included
-    case StepCollective::all_gather: return {CollectiveOp::allgather, r.bytes_sent * topology_.ranks()};  // the output
+    case StepCollective::all_gather: return {CollectiveOp::allgather, r.bytes_sent * topology_->ranks()};  // the output
     case StepCollective::reduce_scatter: return {CollectiveOp::reducescatter, r.bytes_sent};  // the input
   }
   return {CollectiveOp::alltoall, r.bytes_sent};
@@ -145,7 +145,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
   const auto key = std::make_pair(static_cast<int>(r.kind), r.bytes_sent);
   if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
   Answer a;
-  if (topology_.ranks() <= 1 || r.bytes_sent <= 0) {
+  if (topology_->ranks() <= 1 || r.bytes_sent <= 0) {
     a.ns = 0;
   } else if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
     a.ns = closed_form_.time_ns(r);  // pinned to the measured algbw
@@ -155,7 +155,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     double us = 0;
     if (op == CollectiveOp::alltoall && !use_engine_) {
       us = model_.alltoall_latency_us(bytes) + static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
-      a.choice = {"p2p", bytes / topology_.ranks() <= 16384 ? "ll" : "simple"};
+      a.choice = {"p2p", bytes / topology_->ranks() <= 16384 ? "ll" : "simple"};
     } else {
       const CollectiveCost c = model_.cost(op, bytes);
       us = c.time_us;

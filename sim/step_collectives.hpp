@@ -116,7 +116,7 @@ class FabricCollectiveTimer final : public CollectiveTimer {
     CollectiveChoice choice;
   };
   const Answer& answer(const CollectiveRequest& request) const;
-  topo::Topology topology_;
+  std::shared_ptr<const topo::Topology> topology_;  // shared_topology(): built once per fabric and size
   SymmetricFabricTimer closed_form_;
   SymmetricFabricTimer closed_form_no_latency_;
   CollectiveModel model_;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <list>
+#include <mutex>
 #include <ostream>
 #include <sstream>
 
@@ -140,6 +142,42 @@ Topology::Topology(const FabricSpec& spec, int hosts) : spec_(spec), hosts_(host
     leaf_up_.push_back(add_link(leaf_v(l), spine, LinkKind::leaf_up, uplink));
     leaf_down_.push_back(add_link(spine, leaf_v(l), LinkKind::leaf_down, uplink));
   }
+}
+
+namespace {
+
+// Every field of a spec, exactly: the cache's key.
+std::string identity(const FabricSpec& s, int nodes, int gpus_per_node) {
+  std::ostringstream o;
+  o.precision(17);
+  o << s.name << '|' << s.gpus_per_host << '|' << s.gpus_per_nvlink_domain << '|' << s.nvlink_generation << '|'
+    << s.nvlink_GBps << '|' << s.nvlink_latency_us << '|' << s.nvlink_efficiency << '|' << static_cast<int>(s.network)
+    << '|' << s.nic << '|' << s.nic_GBps << '|' << s.nic_latency_us << '|' << s.net_step_latency_us << '|'
+    << s.nic_efficiency << '|' << s.planes << '|' << static_cast<int>(s.layout) << '|' << s.leaf_radix << '|'
+    << s.oversubscription << '|' << static_cast<int>(s.tuner_plugin) << '|' << nodes << '|' << gpus_per_node;
+  return o.str();
+}
+
+}  // namespace
+
+std::shared_ptr<const Topology> shared_topology(const FabricSpec& spec, int nodes, int gpus_per_node) {
+  constexpr std::size_t kKept = 8;
+  static std::mutex mutex;
+  static std::list<std::pair<std::string, std::shared_ptr<const Topology>>> kept;  // most recent first
+  const std::string key = identity(spec, nodes, gpus_per_node);
+  {
+    const std::lock_guard lock(mutex);
+    for (auto it = kept.begin(); it != kept.end(); ++it) {
+      if (it->first != key) continue;
+      kept.splice(kept.begin(), kept, it);
+      return kept.front().second;
+    }
+  }
+  auto built = std::make_shared<const Topology>(spec, nodes, gpus_per_node);  // outside the lock: may throw
+  const std::lock_guard lock(mutex);
+  kept.emplace_front(key, built);
+  if (kept.size() > kKept) kept.pop_back();
+  return built;
 }
 
 int Topology::domain_size_of(int rank) const {

@@ -20,6 +20,7 @@
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
 #include <iosfwd>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct FabricSpec {
 // finite latencies >= 0, a host no larger than its NVLink domain and dividing it, planes >= 1 …
 void validate(const FabricSpec& spec, const std::string& where, bool as_usage);
 
+// A built fabric for (spec, nodes, gpus_per_node), shared: the last few built are kept, so a
+// what-if that re-runs one configuration (its interval sides) or prices every collective of a
+// step on one fabric builds its 8192-GPU graph once. Thread-safe; a Topology is immutable.
+class Topology;
+[[nodiscard]] std::shared_ptr<const Topology> shared_topology(const FabricSpec& spec, int nodes, int gpus_per_node);
 [[nodiscard]] const char* to_string(Network network);
 [[nodiscard]] std::string describe(const FabricSpec& spec);  // one line for logs and --help
 
@@ -89,7 +95,10 @@ struct EdgeProps {
   double capacity_Bps = 0;  // effective: nominal x efficiency
   std::uint32_t id = 0;     // dense link id, 0 .. link_count()-1
 };
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexProps, EdgeProps>;
+// The edge list a vector, not std::list: one allocation per edge is most of building an
+// 8192-GPU fabric (the what-if at 8192 GPUs builds one per configuration and interval side).
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexProps, EdgeProps,
+                                    boost::no_property, boost::vecS>;
 
 using LinkIndex = std::uint32_t;
 

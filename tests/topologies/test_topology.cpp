@@ -328,3 +328,28 @@ TEST_CASE("fabric choice: exactly one source, overrides applied and checked", "[
   c.oversubscription.reset();
   CHECK(resolve_fabric(c, 8).name == "custom");
 }
+
+TEST_CASE("shared_topology: one build per fabric and size, a changed field is another fabric", "[topology]") {
+  const auto spec = dionsim::topo::preset("h100-ndr400");
+  const auto a = shared_topology(spec, 4, 8);
+  const auto b = shared_topology(spec, 4, 8);
+  CHECK(a.get() == b.get());
+  CHECK(a->ranks() == 32);
+  auto slower = spec;
+  slower.nic_efficiency = 0.5;
+  const auto c = shared_topology(slower, 4, 8);
+  CHECK(c.get() != a.get());
+  CHECK(c->spec().nic_efficiency == 0.5);
+  CHECK(shared_topology(spec, 8, 8).get() != a.get());
+  CHECK(shared_topology(spec, 4, 4)->ranks() == 16);
+  // A bad fabric is refused each time, never kept.
+  auto bad = spec;
+  bad.nic_GBps = -1;
+  CHECK_THROWS_WITH(shared_topology(bad, 4, 8), Catch::Contains("nic_GBps"));
+  CHECK_THROWS_WITH(shared_topology(bad, 4, 8), Catch::Contains("nic_GBps"));
+  // Only the last few are kept: after many others the first is built again (memory stays bounded).
+  for (int n = 10; n < 30; ++n) (void)shared_topology(spec, n, 8);
+  const auto again = shared_topology(spec, 4, 8);
+  CHECK(again.get() != a.get());
+  CHECK(again->ranks() == a->ranks());
+}
