@@ -95,10 +95,7 @@ struct EdgeProps {
   double capacity_Bps = 0;  // effective: nominal x efficiency
   std::uint32_t id = 0;     // dense link id, 0 .. link_count()-1
 };
-// The edge list a vector, not std::list: one allocation per edge is most of building an
-// 8192-GPU fabric (the what-if at 8192 GPUs builds one per configuration and interval side).
-using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexProps, EdgeProps,
-                                    boost::no_property, boost::vecS>;
+using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, VertexProps, EdgeProps>;
 
 using LinkIndex = std::uint32_t;
 
