@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
@@ -48,6 +49,7 @@ int run_validate_collectives(std::span<const std::string> args) {
   if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);
   const auto summary = analysis::summarize(predictions);
+  const auto by_preset = analysis::summarize_by_preset(predictions);
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();
 
@@ -74,6 +76,16 @@ int run_validate_collectives(std::span<const std::string> args) {
                                 {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
                                 {"dionsim_median_abs_err", s.dionsim_median_abs_err},
                                 {"baseline_median_abs_err", s.baseline_median_abs_err}});
+    }
+    out["regimes_by_preset"] = nlohmann::json::array();
+    for (const auto& [preset, regimes] : by_preset) {
+      for (const auto& s : regimes) {
+        out["regimes_by_preset"].push_back({{"preset", preset}, {"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
+                                  {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
+                                  {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
+                                  {"dionsim_median_abs_err", s.dionsim_median_abs_err},
+                                  {"baseline_median_abs_err", s.baseline_median_abs_err}});
+      }
     }
     print_result(cmd.common(), out);
     return 0;
@@ -103,6 +115,20 @@ int run_validate_collectives(std::span<const std::string> args) {
     std::printf("%-24s %6d %18.1f %18.1f %16.3f %16.3f\n", analysis::to_string(s.regime), s.rows,
                 pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.dionsim_median_abs_err,
                 s.baseline_median_abs_err);
+  }
+  // Per fabric preset: where a prediction can be trusted and where it cannot.
+  std::printf("# by fabric preset: in goal %%, dionsim / baseline (rows)\n%-20s %22s %22s %22s\n", "preset",
+              "latency", "middle", "bandwidth");
+  for (const auto& [preset, regimes] : by_preset) {
+    std::string cells[3];
+    for (const auto& s : regimes) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f / %.0f (%d)", pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows),
+                    s.rows);
+      cells[static_cast<int>(s.regime)] = buf;
+    }
+    std::printf("%-20s %22s %22s %22s\n", preset.c_str(), cells[0].empty() ? "-" : cells[0].c_str(),
+                cells[1].empty() ? "-" : cells[1].c_str(), cells[2].empty() ? "-" : cells[2].c_str());
   }
   return 0;
 }

@@ -194,4 +194,15 @@ std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictio
   return out;
 }
 
+std::map<std::string, std::vector<RegimeSummary>> summarize_by_preset(const std::vector<RowPrediction>& predictions) {
+  std::map<std::string, std::vector<RowPrediction>> by;
+  for (const auto& p : predictions) by[p.preset].push_back(p);
+  std::map<std::string, std::vector<RegimeSummary>> out;
+  for (const auto& [preset, rows] : by) {
+    for (const auto& s : summarize(rows))
+      if (s.rows > 0) out[preset].push_back(s);
+  }
+  return out;
+}
+
 }  // namespace dionsim::analysis

@@ -9,6 +9,7 @@
 // (The CSV reader is analysis/measured/nccl_published.hpp; the model is sim/collective_model.hpp. This
 // validation sits with the calibration, above sim/, so that the simulator needs no reader of measured data.)
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -68,5 +69,9 @@ struct RegimeSummary {
   double dionsim_median_abs_err = 0, baseline_median_abs_err = 0;  // |pred/meas - 1|
 };
 [[nodiscard]] std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictions);
+// The same per fabric preset: how far each kind of cluster's predictions can be trusted (a regime
+// without rows of that preset is left out).
+[[nodiscard]] std::map<std::string, std::vector<RegimeSummary>> summarize_by_preset(
+    const std::vector<RowPrediction>& predictions);
 
 }  // namespace dionsim::analysis

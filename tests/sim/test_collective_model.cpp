@@ -378,6 +378,30 @@ TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, 
   CHECK(gb300_cross_rack > 0);
 }
 
+TEST_CASE("validate-collectives per preset: the regimes' rows split by fabric, none lost", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto predictions = predict_published(rows);
+  const auto total = summarize(predictions);
+  const auto by = summarize_by_preset(predictions);
+  CHECK(by.count("h100-ndr400") == 1);
+  CHECK(by.count("gb300-nvl72") == 1);
+  for (const auto& t : total) {
+    int rows_in = 0, dionsim_in = 0, baseline_in = 0;
+    for (const auto& [preset, regimes] : by) {
+      for (const auto& s : regimes) {
+        CHECK(s.rows > 0);
+        if (s.regime != t.regime) continue;
+        rows_in += s.rows;
+        dionsim_in += s.dionsim_within;
+        baseline_in += s.baseline_within;
+      }
+    }
+    CHECK(rows_in == t.rows);
+    CHECK(dionsim_in == t.dionsim_within);
+    CHECK(baseline_in == t.baseline_within);
+  }
+}
+
 TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[collective][validate]") {
   // In a folder of its own under the system's temporary directory: never in the working directory.
   const std::filesystem::path dir =
