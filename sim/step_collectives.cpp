@@ -149,13 +149,13 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     a.ns = 0;
   } else if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
     a.ns = closed_form_.time_ns(r);  // pinned to the measured algbw
-    a.choice = {"p2p", "measured"};
+    a.choice = {"p2p", "measured", ""};
   } else {
     const auto [op, bytes] = model_call(r);
     double us = 0;
     if (op == CollectiveOp::alltoall && !use_engine_) {
       us = model_.alltoall_latency_us(bytes) + static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
-      a.choice = {"p2p", bytes / topology_->ranks() <= 16384 ? "ll" : "simple"};
+      a.choice = {"p2p", bytes / topology_->ranks() <= 16384 ? "ll" : "simple", ""};
     } else {
       const CollectiveCost c = model_.cost(op, bytes);
       us = c.time_us;
