@@ -100,11 +100,13 @@ int run_validate_collectives(std::span<const std::string> args) {
                     static_cast<long long>(p.row->size_bytes), p.row->time_us, p.skipped.c_str());
         continue;
       }
-      std::printf("%5d %-13s %-13s %5d %4d %12lld %11.2f %11.2f %7.3f %11.2f %7.3f  %s/%s\n", p.row->line,
+      // A pair a tuner plugin picked (not NCCL's own model) is named.
+      const std::string by = p.chosen_by.empty() || p.chosen_by == "nccl" ? "" : " (" + p.chosen_by + ")";
+      std::printf("%5d %-13s %-13s %5d %4d %12lld %11.2f %11.2f %7.3f %11.2f %7.3f  %s/%s%s\n", p.row->line,
                   p.preset.c_str(), p.row->collective.c_str(), p.row->nodes, p.row->gpus_per_node,
                   static_cast<long long>(p.row->size_bytes), p.row->time_us, p.dionsim_us,
                   p.dionsim_us / p.row->time_us, p.baseline_us, p.baseline_us / p.row->time_us, p.algorithm.c_str(),
-                  p.protocol.c_str());
+                  p.protocol.c_str(), by.c_str());
     }
   }
   std::printf("# %zu rows, %d skipped (CollNet/SHARP); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
