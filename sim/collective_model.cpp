@@ -381,11 +381,9 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
   }
   // A tuner plugin overrides NCCL's choice unless NCCL_ALGO / NCCL_PROTO restrict it (the plugin
   // then stands aside, as aws-ofi-nccl's does); NCCL's model is then quoted for the pair it runs.
-  const bool forced = std::find(allowed.algos.begin(), allowed.algos.end(), false) != allowed.algos.end() ||
-                      std::find(allowed.protos.begin(), allowed.protos.end(), false) != allowed.protos.end();
   std::optional<NcclPrediction> run = nccl;
   std::string chosen_by = "nccl";
-  if (!forced) {
+  if (!allowed.restricts()) {
     const auto pick = tuner_plugin_pick(spec_.tuner_plugin, f, shape_.nodes, shape_.ranks_per_node, bytes,
                                         [&](NcclAlgo a, NcclProto p) { return nccl_.enabled(f, a, p); });
     if (pick) {

@@ -240,6 +240,11 @@ void validate(const CommShape& s, const std::string& where) {
     bad("net_overhead_us", std::to_string(s.net_overhead_us), "a latency in [0, 1000] us");
 }
 
+bool NcclChoice::restricts() const {
+  return std::find(algos.begin(), algos.end(), false) != algos.end() ||
+         std::find(protos.begin(), protos.end(), false) != protos.end();
+}
+
 NcclChoice NcclChoice::parse(const std::string& algos, const std::string& protos, const std::string& algo_flag,
                              const std::string& proto_flag) {
   NcclChoice c;

@@ -64,6 +64,8 @@ struct NcclChoice {
   // them. Throws UsageError naming `flag` for an unknown name.
   static NcclChoice parse(const std::string& algos, const std::string& protos, const std::string& algo_flag = "--algo",
                           const std::string& proto_flag = "--proto");
+  // Whether NCCL_ALGO / NCCL_PROTO took anything out of NCCL's default set.
+  [[nodiscard]] bool restricts() const;
 };
 
 struct NcclPrediction {

@@ -144,38 +144,26 @@ Topology::Topology(const FabricSpec& spec, int hosts) : spec_(spec), hosts_(host
   }
 }
 
-namespace {
-
-// Every field of a spec, exactly: the cache's key.
-std::string identity(const FabricSpec& s, int nodes, int gpus_per_node) {
-  std::ostringstream o;
-  o.precision(17);
-  o << s.name << '|' << s.gpus_per_host << '|' << s.gpus_per_nvlink_domain << '|' << s.nvlink_generation << '|'
-    << s.nvlink_GBps << '|' << s.nvlink_latency_us << '|' << s.nvlink_efficiency << '|' << static_cast<int>(s.network)
-    << '|' << s.nic << '|' << s.nic_GBps << '|' << s.nic_latency_us << '|' << s.net_step_latency_us << '|'
-    << s.nic_efficiency << '|' << s.planes << '|' << static_cast<int>(s.layout) << '|' << s.leaf_radix << '|'
-    << s.oversubscription << '|' << static_cast<int>(s.tuner_plugin) << '|' << nodes << '|' << gpus_per_node;
-  return o.str();
-}
-
-}  // namespace
-
 std::shared_ptr<const Topology> shared_topology(const FabricSpec& spec, int nodes, int gpus_per_node) {
   constexpr std::size_t kKept = 8;
+  struct Kept {
+    FabricSpec spec;  // as asked for (the built Topology's spec has gpus_per_host applied)
+    int nodes, gpus_per_node;
+    std::shared_ptr<const Topology> topology;
+  };
   static std::mutex mutex;
-  static std::list<std::pair<std::string, std::shared_ptr<const Topology>>> kept;  // most recent first
-  const std::string key = identity(spec, nodes, gpus_per_node);
+  static std::list<Kept> kept;  // most recent first
   {
     const std::lock_guard lock(mutex);
     for (auto it = kept.begin(); it != kept.end(); ++it) {
-      if (it->first != key) continue;
+      if (it->nodes != nodes || it->gpus_per_node != gpus_per_node || !(it->spec == spec)) continue;
       kept.splice(kept.begin(), kept, it);
-      return kept.front().second;
+      return kept.front().topology;
     }
   }
   auto built = std::make_shared<const Topology>(spec, nodes, gpus_per_node);  // outside the lock: may throw
   const std::lock_guard lock(mutex);
-  kept.emplace_front(key, built);
+  kept.push_front({spec, nodes, gpus_per_node, built});
   if (kept.size() > kKept) kept.pop_back();
   return built;
 }

@@ -29,12 +29,12 @@ namespace dionsim::topo {
 enum class Layout { rail, node };  // how NICs attach to leaves: rail-optimized, or whole hosts per leaf
 enum class Network { infiniband, roce, efa };  // the scale-out network's kind
 
-// Per-GPU fabric parameters, independent of the cluster's size. Bandwidths are per direction.
 // The NCCL tuner plugin the fabric's software stack loads (sim/aws_ofi_tuner.hpp): none (NCCL's own
 // choice), or aws-ofi-nccl's region tuner of p5 / p5e or of p5en.
 enum class TunerPlugin { none, aws_ofi_p5, aws_ofi_p5en };
 [[nodiscard]] const char* to_string(TunerPlugin t);
 
+// Per-GPU fabric parameters, independent of the cluster's size. Bandwidths are per direction.
 struct FabricSpec {
   std::string name;                 // preset name or topology file, for output
   int gpus_per_host = 8;            // GPUs of one server / compute tray (rails in the rail layout)
@@ -56,6 +56,7 @@ struct FabricSpec {
   int leaf_radix = 32;              // downlink ports per leaf switch, at the plane's speed
   double oversubscription = 1;      // leaf downlink / uplink capacity, >= 1 (1 = non-blocking)
   TunerPlugin tuner_plugin = TunerPlugin::none;
+  friend bool operator==(const FabricSpec&, const FabricSpec&) = default;  // every field, exactly
 };
 
 // The spec with hosts of `gpus_per_host` GPUs (e.g. 2 GPUs of an 8-GPU node in use, or a
@@ -73,11 +74,6 @@ struct FabricSpec {
 // finite latencies >= 0, a host no larger than its NVLink domain and dividing it, planes >= 1 …
 void validate(const FabricSpec& spec, const std::string& where, bool as_usage);
 
-// A built fabric for (spec, nodes, gpus_per_node), shared: the last few built are kept, so a
-// what-if that re-runs one configuration (its interval sides) or prices every collective of a
-// step on one fabric builds its 8192-GPU graph once. Thread-safe; a Topology is immutable.
-class Topology;
-[[nodiscard]] std::shared_ptr<const Topology> shared_topology(const FabricSpec& spec, int nodes, int gpus_per_node);
 [[nodiscard]] const char* to_string(Network network);
 [[nodiscard]] std::string describe(const FabricSpec& spec);  // one line for logs and --help
 
@@ -164,5 +160,10 @@ class Topology {
   std::vector<LinkIndex> nvlink_up_, nvlink_down_, nic_up_, nic_down_;  // by rank
   std::vector<LinkIndex> leaf_up_, leaf_down_;                          // by leaf
 };
+
+// A built fabric for (spec, nodes, gpus_per_node), shared: the last few built are kept, so a
+// what-if that re-runs one configuration (its interval sides) or prices every collective of a
+// step on one fabric builds its 8192-GPU graph once. Thread-safe; a Topology is immutable.
+[[nodiscard]] std::shared_ptr<const Topology> shared_topology(const FabricSpec& spec, int nodes, int gpus_per_node);
 
 }  // namespace dionsim::topo

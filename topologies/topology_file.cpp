@@ -127,15 +127,13 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       s.oversubscription = v;
     } else if (key == "tuner_plugin") {
       const std::string v = string(source, key, n);
-      if (v == "none") {
-        s.tuner_plugin = TunerPlugin::none;
-      } else if (v == "aws-ofi-p5") {
-        s.tuner_plugin = TunerPlugin::aws_ofi_p5;
-      } else if (v == "aws-ofi-p5en") {
-        s.tuner_plugin = TunerPlugin::aws_ofi_p5en;
-      } else {
-        throw_bad_input(toml_where(source, n), key, v, "'none', 'aws-ofi-p5' or 'aws-ofi-p5en'");
+      bool known = false;
+      for (const auto t : {TunerPlugin::none, TunerPlugin::aws_ofi_p5, TunerPlugin::aws_ofi_p5en}) {
+        if (v != to_string(t)) continue;
+        s.tuner_plugin = t;
+        known = true;
       }
+      if (!known) throw_bad_input(toml_where(source, n), key, v, "'none', 'aws-ofi-p5' or 'aws-ofi-p5en'");
     } else if (key == "layout") {
       const std::string v = string(source, key, n);
       if (v == "rail") {

@@ -119,6 +119,10 @@ TEST_CASE("NCCL_ALGO / NCCL_PROTO parsing", "[collective][model]") {
   CHECK(c.algos[2]);
   CHECK(c.protos[1]);
   CHECK_FALSE(c.protos[0]);
+  CHECK(c.restricts());
+  CHECK(NcclChoice::parse("auto", "simple").restricts());
+  CHECK_FALSE(NcclChoice::parse("auto", "auto").restricts());
+  CHECK_FALSE(NcclChoice{}.restricts());
   CHECK_THROWS_AS(NcclChoice::parse("rings", "auto"), UsageError);
   CHECK_THROWS_AS(NcclChoice::parse("auto", "ll256"), UsageError);
   // Forcing what NCCL cannot run is refused, as NCCL would.
