@@ -165,6 +165,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       double bus = std::min(nvl, nic_node) * e;
       if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
       if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_tree_per_channel_GBps(s));
+      if (p == NcclProto::simple) bus = std::min(bus, graph.channels * nccl_tree_per_channel_GBps(s));
       algbw = nodes <= 2 ? bus : bus / 2;
       hops = 2 * ((g - 1) + floor_log2(nodes));
       break;
@@ -176,7 +177,11 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       const double switch_rate = s.nvlink_GBps * spec_.nvlink_efficiency * nccl_nvls_efficiency(s.arch);
       double intra = allreduce ? switch_rate / (1.0 + 1.0 / g) : switch_rate;
       double inter = inf;
-      if (a == NcclAlgo::nvls_tree) inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
+      if (a == NcclAlgo::nvls_tree) {
+        inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
+        // NVIDIA's measured ceiling per NVLS-Tree channel (bus bandwidth).
+        inter = std::min(inter, graph.channels * nccl_nvls_tree_per_channel_GBps(s) * n / nsteps);
+      }
       algbw = std::min(intra, inter);
       hops = a == NcclAlgo::nvls ? 1 : 1 + 2 * floor_log2(nodes);
       break;

@@ -210,6 +210,12 @@ double nccl_ll128_tree_per_channel_GBps(const CommShape& s) {
   return kPerChMaxTreeLL128[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
 }
 double nccl_nvls_efficiency(GpuArch arch) { return kNvlsEfficiency[cc_index(arch)]; }
+double nccl_tree_per_channel_GBps(const CommShape& s) {
+  return kPerChMaxTree[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+}
+double nccl_nvls_tree_per_channel_GBps(const CommShape& s) {
+  return kPerChMaxNvlsTree[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+}
 
 std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
   std::array<NcclGraph, kNcclAlgos> g{};

@@ -111,6 +111,10 @@ class NcclTuningModel {
 [[nodiscard]] double nccl_ll128_ring_per_channel_GBps(GpuArch arch);
 [[nodiscard]] double nccl_ll128_tree_per_channel_GBps(const CommShape& shape);
 [[nodiscard]] double nccl_nvls_efficiency(GpuArch arch);
+// NVIDIA's measured per-channel ceilings of the tree (any protocol, before the protocol's own
+// factor) and of NVLS Tree, by architecture and node count (perChMaxTreeBw, perChMaxNvlsTreeBw).
+[[nodiscard]] double nccl_tree_per_channel_GBps(const CommShape& shape);
+[[nodiscard]] double nccl_nvls_tree_per_channel_GBps(const CommShape& shape);
 
 // The graph search, approximated: see the header comment.
 [[nodiscard]] std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& shape);

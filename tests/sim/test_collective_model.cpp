@@ -233,6 +233,34 @@ TEST_CASE("dionsim's pricing: link-limited bandwidth, NCCL's latency structure, 
         Approx(aws.nccl().base_latency_us(NcclFunc::allgather, NcclAlgo::ring, NcclProto::simple) + 15 * (23 - 14.0)));
 }
 
+TEST_CASE("dionsim's pricing: NCCL's per-channel ceilings of NVLS Tree and the Simple tree", "[collective][model]") {
+  // 2 x 8 H100 on NDR400: the links give NVLS Tree min(NVLS 370.8 x 0.85 / (9/8) = 280, NICs
+  // 8 x 48 = 384) GB/s; NVIDIA's measured ceiling of 57.7 GB/s per NVLS-Tree channel (Hopper,
+  // 2 nodes) over 8 channels is 461.6 GB/s of bus bandwidth = 461.6 x 16 / 30 algorithm.
+  const CollectiveModel two(topo::preset("h100-ndr400"), 2, 8);
+  REQUIRE(two.nccl().graph(NcclAlgo::nvls_tree).channels == 8);
+  const auto nvls_tree = two.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
+  REQUIRE(nvls_tree);
+  CHECK(nvls_tree->bandwidth_GBps == Approx(8 * 57.7 * 16 / 30.0));
+  CHECK(nvls_tree->bandwidth_GBps < 450 * 20.6 / 25 * 0.85 / (1 + 1 / 8.0));
+  // Beyond two nodes the ceiling is 45.5 per channel; the nodes' NICs (half the node rate in a
+  // tree: 192 GB/s) stay below it at 10 x 8 ranks: 8 x 45.5 x 80 / 158 = 184.3.
+  const CollectiveModel ten(topo::preset("h100-ndr400"), 10, 8);
+  const auto wide = ten.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
+  REQUIRE(wide);
+  CHECK(wide->bandwidth_GBps == Approx(8 * 45.5 * 80 / 158.0));
+  // B200's ceiling (96 GB/s per channel at 2 nodes) is above its links: the links decide.
+  const CollectiveModel b200(topo::preset("b200-ndr400"), 2, 8);
+  const auto blackwell = b200.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
+  REQUIRE(blackwell);
+  CHECK(blackwell->bandwidth_GBps == Approx(8 * 50 * 0.96));
+  // The Simple tree: 36.0 GB/s per channel beyond 2 nodes on Hopper, below the node's links.
+  const auto tree = ten.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 34);
+  REQUIRE(tree);
+  const int ch = ten.nccl().graph(NcclAlgo::tree).channels;
+  CHECK(tree->bandwidth_GBps == Approx(ch * 36.0 / 2));
+}
+
 TEST_CASE("pipeline fill of trees and NVLS: (D - 1) chunks as NCCL cuts them", "[collective][model]") {
   // One H100 node, NVLS all-reduce: 16 channels x 8 heads = 128 pipelines, 2 stages (the
   // switch's reduction, its multicast). At 1 GiB the chunk is NCCL_NVLS_CHUNKSIZE's 128 KiB:
