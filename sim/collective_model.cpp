@@ -52,6 +52,12 @@ constexpr std::int64_t kP2pLlThreshold = 16384;
 // host stack"), added to the fabric's per-message latency where that latency prices the hop.
 constexpr double kSimpleCompletionUs = 3.0;
 
+// aws-ofi-nccl's model of NVLS Tree on EFA (src/tuner/nccl_ofi_model.cpp, p5/p5e/p5en):
+// latency = 2 x (NVLS's NVLink latency, 23 us, + log2(nodes) x the network step) — the switch's
+// reduction before the tree of nodes and its multicast after it are two NVLink passes, where
+// NCCL's own model (NVIDIA's figures for InfiniBand) charges one NVLS latency for both.
+constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
+
 // NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB,
 // LL 8 lines x 512 threads x 8 steps x 16 B, LL128 120 elements x 640 threads x 8 steps x 8 B.
 constexpr std::int64_t kNcclSteps = 8;
@@ -218,6 +224,8 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   const double hop = network_hop_us(nccl_inter_hop_us(s, a, p), p) / (a == NcclAlgo::pat ? 3.5 : 1.0);
   c.latency_us = nccl_.base_latency_us(f, a, p) + hops * options_.extra_hop_latency_us +
                  inter_hops * (hop - nccl_hop + options_.net_hop_extra_us) + options_.call_overhead_us;
+  if (a == NcclAlgo::nvls_tree && spec_.network == topo::Network::efa)
+    c.latency_us += 2 * kAwsNvlsNvlinkLatencyUs - nccl_hw_latency_us(false, a, p);
   c.bandwidth_GBps = algbw;
   c.pipeline_fill_us = pipeline_fill_us(a, p, bytes, algbw);
   c.time_us = c.latency_us + c.pipeline_fill_us + static_cast<double>(bytes) / (1000.0 * algbw);

@@ -261,6 +261,28 @@ TEST_CASE("dionsim's pricing: NCCL's per-channel ceilings of NVLS Tree and the S
   CHECK(tree->bandwidth_GBps == Approx(ch * 36.0 / 2));
 }
 
+TEST_CASE("dionsim's pricing: NVLS Tree's latency over EFA is aws-ofi-nccl's two NVLink passes", "[collective][model]") {
+  // p5: 2 x (23 + log2(nodes) x (20 + 3)) us, the NVLS reduction and multicast on both sides of
+  // the tree of nodes (aws-ofi-nccl's model); over InfiniBand NCCL's 25 + 2 log2(nodes) x 14.
+  for (const int nodes : {2, 4, 16}) {
+    const int depth = floor_log2(nodes);
+    const CollectiveModel efa(topo::preset("p5-efa"), nodes, 8);
+    const auto p5 = efa.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1 << 20);
+    REQUIRE(p5);
+    CHECK(p5->latency_us == Approx(2 * (23 + depth * 23.0)));
+    const CollectiveModel ib(topo::preset("h100-ndr400"), nodes, 8);
+    const auto ndr = ib.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1 << 20);
+    REQUIRE(ndr);
+    CHECK(ndr->latency_us == Approx(25 + 2 * depth * 14.0));
+  }
+  // Other algorithms over EFA keep NCCL's NVLink constants.
+  const CollectiveModel efa(topo::preset("p5-efa"), 2, 8);
+  const auto ring = efa.price(NcclFunc::allreduce, NcclAlgo::ring, NcclProto::simple, 1 << 20);
+  REQUIRE(ring);
+  CHECK(ring->latency_us == Approx(efa.nccl().base_latency_us(NcclFunc::allreduce, NcclAlgo::ring, NcclProto::simple) +
+                                   2 * (23 - 14.0)));
+}
+
 TEST_CASE("pipeline fill of trees and NVLS: (D - 1) chunks as NCCL cuts them", "[collective][model]") {
   // One H100 node, NVLS all-reduce: 16 channels x 8 heads = 128 pipelines, 2 stages (the
   // switch's reduction, its multicast). At 1 GiB the chunk is NCCL_NVLS_CHUNKSIZE's 128 KiB:
