@@ -54,7 +54,7 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
       ("inter-node-prior", po::value<std::string>()->value_name("LO,HI")->notifier(
            [&cli](const std::string& v) { analysis::parse_inter_node_prior(v, cli.intervals); }),
        "90 % range of the inter-node link's time as a factor on the fabric's model, for a calibration without "
-       "inter-node runs (default: the published clusters', 0.513,3.555; docs/calibration.md)")
+       "inter-node runs (default: the published clusters', 0.780,3.198; docs/calibration.md)")
       ("deferral-estimate", po::value(&o.deferral_estimate)->default_value(o.deferral_estimate),
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "
        "(--deferral-steps of momentum + error feedback, the optimizer's own capped pack)")

@@ -132,10 +132,10 @@ double nccl_nvlink_GBps(const CommShape& s) {
 
 constexpr int kMaxRingChannels = 32;  // MAXCHANNELS / 2, the ring and tree searches' maximum
 
-// The best channels x speed a search could find at one speed table: as many channels as the
-// per-channel budget allows, the first (fastest) speed that reaches the largest total; then
-// ncclTopoDupChannels.
-NcclGraph ring_like_graph(const CommShape& s) {
+// The best channels x speed a search could find at one speed table (ncclTopoCompute's pass 1):
+// as many channels as the per-channel budget allows, the first (fastest) speed that reaches the
+// largest total.
+NcclGraph ring_like_search(const CommShape& s) {
   const bool multi = s.nodes > 1;
   const double nvl = nccl_nvlink_GBps(s);
   NcclGraph best;
@@ -152,30 +152,62 @@ NcclGraph ring_like_graph(const CommShape& s) {
     if (ch * speed > best.channels * best.bw_intra_GBps + 1e-9) best = {ch, speed, speed};
   }
   if (best.channels == 0) best = {1, speeds(s.arch, multi).back(), speeds(s.arch, multi).back()};
-  // ncclTopoDupChannels.
-  if (best.bw_intra_GBps >= 25.0 && !(cc_of(s.arch) > 80 && best.bw_intra_GBps < 50.0 && best.channels > 4)) {
-    const int dup = std::min(best.channels * 2, kMaxRingChannels);
-    const int div = (dup + best.channels - 1) / best.channels;
-    best.bw_intra_GBps /= div;
-    best.bw_inter_GBps /= div;
-    best.channels = dup;
-  }
   return best;
 }
 
+// ncclTopoCompute's pass 2 for a tree: with the channels found, bwIntra climbs the speed table
+// while it is below twice bwInter and the search still succeeds (here: the per-GPU NVLink
+// budget holds). The tuning uses bwIntra at <= 2 nodes, so a 2-node tree on a NIC-bound fabric
+// is priced at up to twice the ring's per-channel speed.
+NcclGraph tree_pass2(const CommShape& s, NcclGraph g) {
+  const std::vector<double>& table = speeds(s.arch, s.nodes > 1);
+  const double nvl = nccl_nvlink_GBps(s);
+  for (auto it = std::find(table.begin(), table.end(), g.bw_intra_GBps); it != table.begin() && it != table.end();) {
+    --it;  // the next faster speed
+    if (!(g.bw_intra_GBps < 2 * g.bw_inter_GBps - 1e-9)) break;
+    if (s.ranks_per_node > 1 && g.channels * *it > nvl + 1e-9) break;
+    g.bw_intra_GBps = *it;
+  }
+  return g;
+}
+
+// ncclTopoDupChannels: double the channels at half the speed when bw >= 25 GB/s, not on sm90+
+// below 50 GB/s with more than 4 channels.
+NcclGraph dup_channels(const CommShape& s, NcclGraph g) {
+  if (g.bw_intra_GBps >= 25.0 && !(cc_of(s.arch) > 80 && g.bw_intra_GBps < 50.0 && g.channels > 4)) {
+    const int dup = std::min(g.channels * 2, kMaxRingChannels);
+    const int div = (dup + g.channels - 1) / g.channels;
+    g.bw_intra_GBps /= div;
+    g.bw_inter_GBps /= div;
+    g.channels = dup;
+  }
+  return g;
+}
+
 // NVLS: one channel per local GPU (the search's min = max), NVLink budget scaled by
-// ngpus/(ngpus-1) as for every non-ring pattern; no duplication.
+// ngpus/(ngpus-1) as for every non-ring pattern; no duplication. Pass 2 then raises bwInter
+// through the speed table while it is below twice bwIntra and the NICs carry it (one channel per
+// NIC; inside one NVLink domain no network path limits it), the channels fixed.
 NcclGraph nvls_graph(const CommShape& s) {
   NcclGraph g;
   if (s.arch < GpuArch::hopper || !s.nvswitch_multicast || s.ranks_per_node < 2) return g;
   const int ch = std::min(s.ranks_per_node, kMaxRingChannels);
   const double budget = nccl_nvlink_GBps(s) * s.ranks_per_node / (s.ranks_per_node - 1.0);
   const bool multi = s.nodes > 1;
-  for (const double speed : speeds(s.arch, multi)) {
-    if (ch * speed > budget + 1e-9) continue;
-    if (multi && speed > s.nic_GBps + 1e-9) continue;
-    g = {ch, speed, speed};
+  const std::vector<double>& table = speeds(s.arch, multi);
+  auto found = table.end();
+  for (auto it = table.begin(); it != table.end(); ++it) {
+    if (ch * *it > budget + 1e-9) continue;
+    if (multi && *it > s.nic_GBps + 1e-9) continue;
+    g = {ch, *it, *it};
+    found = it;
     break;
+  }
+  while (found != table.end() && found != table.begin()) {
+    --found;
+    if (!(g.bw_inter_GBps < 2 * g.bw_intra_GBps - 1e-9)) break;
+    if (multi && *found > s.nic_GBps + 1e-9) break;
+    g.bw_inter_GBps = *found;
   }
   return g;
 }
@@ -210,6 +242,7 @@ double nccl_ll128_tree_per_channel_GBps(const CommShape& s) {
   return kPerChMaxTreeLL128[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
 }
 double nccl_nvls_efficiency(GpuArch arch) { return kNvlsEfficiency[cc_index(arch)]; }
+double nccl_tree_efficiency(GpuArch arch) { return 0.92 * (cc_of(arch) >= 90 ? 0.85 : 1.0); }
 double nccl_tree_per_channel_GBps(const CommShape& s) {
   return kPerChMaxTree[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
 }
@@ -219,8 +252,9 @@ double nccl_nvls_tree_per_channel_GBps(const CommShape& s) {
 
 std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
   std::array<NcclGraph, kNcclAlgos> g{};
-  g[kRing] = ring_like_graph(s);
-  g[kTree] = g[kRing];  // the tree search meets the same per-channel budgets
+  const NcclGraph searched = ring_like_search(s);
+  g[kRing] = dup_channels(s, searched);
+  g[kTree] = dup_channels(s, tree_pass2(s, searched));  // the tree search meets the same per-channel budgets
   g[kPat] = g[kRing];
   g[kNvls] = nvls_graph(s);
   g[kNvlsTree] = g[kNvls];

@@ -111,6 +111,9 @@ class NcclTuningModel {
 [[nodiscard]] double nccl_ll128_ring_per_channel_GBps(GpuArch arch);
 [[nodiscard]] double nccl_ll128_tree_per_channel_GBps(const CommShape& shape);
 [[nodiscard]] double nccl_nvls_efficiency(GpuArch arch);
+// The tree all-reduce's measured efficiency: 0.92, x 0.85 on sm90+ (whose search degrades the
+// balanced tree to the plain tree pattern).
+[[nodiscard]] double nccl_tree_efficiency(GpuArch arch);
 // NVIDIA's measured per-channel ceilings of the tree (any protocol, before the protocol's own
 // factor) and of NVLS Tree, by architecture and node count (perChMaxTreeBw, perChMaxNvlsTreeBw).
 [[nodiscard]] double nccl_tree_per_channel_GBps(const CommShape& shape);

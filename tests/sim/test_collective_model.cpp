@@ -52,6 +52,40 @@ TEST_CASE("NCCL graphs: NVLink and NIC budgets with NCCL's speed tables and dupl
   CHECK(ppn1[0].bw_inter_GBps == Approx(24.0));
 }
 
+TEST_CASE("NCCL graphs: the search's second pass raises a tree's bwIntra and NVLS's bwInter", "[collective][model]") {
+  // A tree keeps the ring's channels and climbs the speed table with bwIntra while it is below
+  // twice bwInter and the NVLink budget holds. p4d-like: 8 NICs of 6.25 GB/s on A100 NVLink
+  // (300 x 0.8 = 240 per GPU): the ring runs 8 x 6; the tree's bwIntra rises 6 -> 7 -> 9 -> 10 -> 12
+  // (12 is not below 2 x 6), so NCCL's model prices a 2-node tree all-reduce above the ring.
+  CommShape a100 = hopper(2, 8);
+  a100.arch = GpuArch::ampere;
+  a100.nvlink_GBps = 300;
+  a100.nic_GBps = 6.25;
+  const auto p4d = nccl_graphs(a100);
+  CHECK(p4d[static_cast<int>(NcclAlgo::ring)].channels == 8);
+  CHECK(p4d[static_cast<int>(NcclAlgo::ring)].bw_intra_GBps == Approx(6.0));
+  CHECK(p4d[static_cast<int>(NcclAlgo::tree)].channels == 8);
+  CHECK(p4d[static_cast<int>(NcclAlgo::tree)].bw_intra_GBps == Approx(12.0));
+  CHECK(p4d[static_cast<int>(NcclAlgo::tree)].bw_inter_GBps == Approx(6.0));
+  const NcclTuningModel two_p4d(a100);
+  CHECK(two_p4d.choose(NcclFunc::allreduce, 1LL << 31)->algo == NcclAlgo::tree);
+  // H100 with 8 x 400G: 8 tree channels at 48 would need 384 GB/s of 370.8: bwIntra stays 45.
+  const auto h100 = nccl_graphs(hopper(2, 8));
+  CHECK(h100[static_cast<int>(NcclAlgo::tree)].bw_intra_GBps == Approx(45.0));
+  // NVLS on one node: 8 channels at 50 (8 x 60 = 480 > 370.8 x 8/7), then bwInter rises to 60,
+  // the top of the table: NCCL's model gives 8 x min(50 x 0.85 x 7/8 x 2, 60) = 480 GB/s of bus
+  // bandwidth, 480 x 8 / 14 = 274 GB/s algorithm bandwidth (a published 1 x 8 H100 run: 276).
+  const auto one = nccl_graphs(hopper(1, 8));
+  const auto& nvls = one[static_cast<int>(NcclAlgo::nvls)];
+  CHECK(nvls.channels == 8);
+  CHECK(nvls.bw_intra_GBps == Approx(50.0));
+  CHECK(nvls.bw_inter_GBps == Approx(60.0));
+  const NcclTuningModel node(hopper(1, 8));
+  CHECK(node.base_bandwidth_GBps(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple) == Approx(480.0 * 8 / 14));
+  // Across nodes NVLS's bwInter is the NIC's: 48 stays 48 on NDR400.
+  CHECK(nccl_graphs(hopper(2, 8))[static_cast<int>(NcclAlgo::nvls)].bw_inter_GBps == Approx(48.0));
+}
+
 TEST_CASE("NCCL tuning model: ring latency and bandwidth in closed form at 2, 8 and 1024 ranks", "[collective][model]") {
   {
     const NcclTuningModel m(hopper(1, 2));  // 2 ranks: 1 step
@@ -254,11 +288,35 @@ TEST_CASE("dionsim's pricing: NCCL's per-channel ceilings of NVLS Tree and the S
   const auto blackwell = b200.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
   REQUIRE(blackwell);
   CHECK(blackwell->bandwidth_GBps == Approx(8 * 50 * 0.96));
-  // The Simple tree: 36.0 GB/s per channel beyond 2 nodes on Hopper, below the node's links.
+  // The Simple tree: 36.0 GB/s per channel beyond 2 nodes on Hopper, below the node's links
+  // (8 x 45 = 360 < 370.8 / 2 x 2 and the NICs' 384).
   const auto tree = ten.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 34);
   REQUIRE(tree);
   const int ch = ten.nccl().graph(NcclAlgo::tree).channels;
   CHECK(tree->bandwidth_GBps == Approx(ch * 36.0 / 2));
+}
+
+TEST_CASE("dionsim's pricing: a tree's chain carries 2S over each GPU's NVLink", "[collective][model]") {
+  // Inside a node the tree reduces up a chain and broadcasts down it: every GPU sends 2S per
+  // direction, so NVLink bounds the algorithm bandwidth at half its rate, times NCCL's tree
+  // efficiency (0.92; x 0.85 on sm90+). Two A100 nodes on 8 x 25 GB/s of RoCE: NVLink 240 / 2 =
+  // 120 x 0.92 (the NICs' 8 x 25 x 0.95 = 190 carry S per direction: not the bound).
+  const CollectiveModel roce(topo::preset("a100-roce100"), 2, 8);
+  const auto two = roce.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
+  REQUIRE(two);
+  CHECK(two->bandwidth_GBps == Approx(300 * 0.8 / 2 * 0.92));
+  CHECK(nccl_tree_efficiency(GpuArch::ampere) == Approx(0.92));
+  CHECK(nccl_tree_efficiency(GpuArch::hopper) == Approx(0.92 * 0.85));
+  // Two p4d nodes (EFA, 8 x 6.25 GB/s at 0.75): the NICs bound it, S per direction at 2 nodes.
+  const CollectiveModel efa(topo::preset("p4d-efa"), 2, 8);
+  const auto p4d = efa.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
+  REQUIRE(p4d);
+  CHECK(p4d->bandwidth_GBps == Approx(8 * 6.25 * 0.75 * 0.92));
+  // Beyond two nodes an internal node's NICs carry 2S: half the node rate.
+  const CollectiveModel four(topo::preset("p4d-efa"), 4, 8);
+  const auto wide = four.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
+  REQUIRE(wide);
+  CHECK(wide->bandwidth_GBps == Approx(8 * 6.25 * 0.75 / 2 * 0.92));
 }
 
 TEST_CASE("dionsim's pricing: NVLS Tree's latency over EFA is aws-ofi-nccl's two NVLink passes", "[collective][model]") {
