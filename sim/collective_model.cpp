@@ -156,8 +156,10 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   switch (a) {
     case NcclAlgo::ring: {
       // Every channel crosses each node boundary once: the ring's bus rate is the slower of one
-      // GPU's NVLink and the node's NICs.
+      // GPU's NVLink and the node's NICs, and of the channels NCCL's search found at their speed
+      // (8 x 45 GB/s for 8 GPUs with 8 NDR NICs: 8 x 48 does not fit its NVLink budget).
       double bus = std::min(nvl, nic_node) * e;
+      bus = std::min(bus, graph.channels * (nodes <= 2 ? graph.bw_intra_GBps : graph.bw_inter_GBps) * e);
       if (p == NcclProto::ll) bus = std::min(bus, nccl_ll_max_bw_GBps(s));
       if (p == NcclProto::ll128) bus = std::min(bus, graph.channels * nccl_ll128_ring_per_channel_GBps(s.arch));
       algbw = bus * n / nsteps;

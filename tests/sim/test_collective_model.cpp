@@ -222,7 +222,15 @@ TEST_CASE("dionsim's pricing: link-limited bandwidth, NCCL's latency structure, 
   const CollectiveModel one(topo::preset("h100-ndr400"), 1, 8);
   const auto ag = one.price(NcclFunc::allgather, NcclAlgo::ring, NcclProto::simple, 1LL << 30);
   REQUIRE(ag);
-  CHECK(ag->bandwidth_GBps == Approx(450 * 20.6 / 25 * 8 / 7.0));
+  // A ring runs no faster than NCCL's channels at their speed: 12 x 30 = 360 GB/s of bus
+  // bandwidth, below one GPU's NVLink (450 x 20.6 / 25 = 370.8).
+  CHECK(ag->bandwidth_GBps == Approx(12 * 30.0 * 8 / 7.0));
+  // 10 nodes x 8 with 8 NDR NICs: 8 channels x 45 (8 x 48 exceeds the NVLink budget) = 360
+  // GB/s, below NVLink's 370.8 and the NICs' 8 x 48 = 384.
+  const CollectiveModel ten(topo::preset("h100-ndr400"), 10, 8);
+  const auto wide = ten.price(NcclFunc::allgather, NcclAlgo::ring, NcclProto::simple, 1LL << 30);
+  REQUIRE(wide);
+  CHECK(wide->bandwidth_GBps == Approx(8 * 45.0 * 80 / 79.0));
   CHECK(ag->latency_us == Approx(8.4 + 7 * 3.4));
   // NVLS all-reduce: S (1 + 1/G) per GPU at NCCL's NVLS efficiency.
   const auto nvls = one.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, 1LL << 30);
