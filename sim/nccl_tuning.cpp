@@ -107,6 +107,8 @@ const std::vector<double>& speeds(GpuArch arch, bool inter) {
 }
 
 int cc_index(GpuArch a) { return static_cast<int>(a); }
+// The node-count column of tuning.cc's tables: 1 node, 2 nodes, more.
+int nodes_index(const CommShape& s) { return s.nodes <= 2 ? s.nodes - 1 : 2; }
 int cc_of(GpuArch a) {
   switch (a) {
     case GpuArch::volta: return 70;
@@ -155,19 +157,23 @@ NcclGraph ring_like_search(const CommShape& s) {
   return best;
 }
 
-// ncclTopoCompute's pass 2 for a tree: with the channels found, bwIntra climbs the speed table
-// while it is below twice bwInter and the search still succeeds (here: the per-GPU NVLink
-// budget holds). The tuning uses bwIntra at <= 2 nodes, so a 2-node tree on a NIC-bound fabric
-// is priced at up to twice the ring's per-channel speed.
+// ncclTopoCompute's pass 2: with the channels found, one of a graph's speeds climbs the speed
+// table while fits(current, next faster) holds; returns where it stops.
+template <class Fits>
+double climb_speeds(const std::vector<double>& table, double speed, Fits fits) {
+  auto it = std::find(table.begin(), table.end(), speed);
+  while (it != table.begin() && it != table.end() && fits(speed, *(it - 1))) speed = *--it;
+  return speed;
+}
+
+// Pass 2 for a tree: bwIntra climbs while it is below twice bwInter and the search still
+// succeeds (here: the per-GPU NVLink budget holds). The tuning uses bwIntra at <= 2 nodes, so a
+// 2-node tree on a NIC-bound fabric is priced at up to twice the ring's per-channel speed.
 NcclGraph tree_pass2(const CommShape& s, NcclGraph g) {
-  const std::vector<double>& table = speeds(s.arch, s.nodes > 1);
   const double nvl = nccl_nvlink_GBps(s);
-  for (auto it = std::find(table.begin(), table.end(), g.bw_intra_GBps); it != table.begin() && it != table.end();) {
-    --it;  // the next faster speed
-    if (!(g.bw_intra_GBps < 2 * g.bw_inter_GBps - 1e-9)) break;
-    if (s.ranks_per_node > 1 && g.channels * *it > nvl + 1e-9) break;
-    g.bw_intra_GBps = *it;
-  }
+  g.bw_intra_GBps = climb_speeds(speeds(s.arch, s.nodes > 1), g.bw_intra_GBps, [&](double now, double next) {
+    return now < 2 * g.bw_inter_GBps - 1e-9 && (s.ranks_per_node == 1 || g.channels * next <= nvl + 1e-9);
+  });
   return g;
 }
 
@@ -195,20 +201,16 @@ NcclGraph nvls_graph(const CommShape& s) {
   const double budget = nccl_nvlink_GBps(s) * s.ranks_per_node / (s.ranks_per_node - 1.0);
   const bool multi = s.nodes > 1;
   const std::vector<double>& table = speeds(s.arch, multi);
-  auto found = table.end();
-  for (auto it = table.begin(); it != table.end(); ++it) {
-    if (ch * *it > budget + 1e-9) continue;
-    if (multi && *it > s.nic_GBps + 1e-9) continue;
-    g = {ch, *it, *it};
-    found = it;
+  for (const double speed : table) {
+    if (ch * speed > budget + 1e-9) continue;
+    if (multi && speed > s.nic_GBps + 1e-9) continue;
+    g = {ch, speed, speed};
     break;
   }
-  while (found != table.end() && found != table.begin()) {
-    --found;
-    if (!(g.bw_inter_GBps < 2 * g.bw_intra_GBps - 1e-9)) break;
-    if (multi && *found > s.nic_GBps + 1e-9) break;
-    g.bw_inter_GBps = *found;
-  }
+  if (g.channels == 0) return g;
+  g.bw_inter_GBps = climb_speeds(table, g.bw_inter_GBps, [&](double now, double next) {
+    return now < 2 * g.bw_intra_GBps - 1e-9 && (!multi || next <= s.nic_GBps + 1e-9);
+  });
   return g;
 }
 
@@ -233,21 +235,21 @@ double nccl_hw_latency_us(bool network, NcclAlgo a, NcclProto p) {
 }
 double nccl_base_latency_us(NcclAlgo a, NcclProto p) { return kBaseLat[static_cast<int>(a)][static_cast<int>(p)]; }
 double nccl_ll_max_bw_GBps(const CommShape& s) {
-  const int index2 = s.nodes <= 2 ? s.nodes - 1 : 2;
+  const int index2 = nodes_index(s);
   const int index1 = s.nodes == 1 ? cc_index(s.arch) : (s.net_overhead_us >= 2.0 ? 1 : 0);
   return kLlMaxBw[index1][index2];
 }
 double nccl_ll128_ring_per_channel_GBps(GpuArch arch) { return kPerChMaxRingLL128[cc_index(arch)][0]; }
 double nccl_ll128_tree_per_channel_GBps(const CommShape& s) {
-  return kPerChMaxTreeLL128[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+  return kPerChMaxTreeLL128[cc_index(s.arch)][nodes_index(s)];
 }
 double nccl_nvls_efficiency(GpuArch arch) { return kNvlsEfficiency[cc_index(arch)]; }
 double nccl_tree_efficiency(GpuArch arch) { return 0.92 * (cc_of(arch) >= 90 ? 0.85 : 1.0); }
 double nccl_tree_per_channel_GBps(const CommShape& s) {
-  return kPerChMaxTree[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+  return kPerChMaxTree[cc_index(s.arch)][nodes_index(s)];
 }
 double nccl_nvls_tree_per_channel_GBps(const CommShape& s) {
-  return kPerChMaxNvlsTree[cc_index(s.arch)][s.nodes <= 2 ? s.nodes - 1 : 2];
+  return kPerChMaxNvlsTree[cc_index(s.arch)][nodes_index(s)];
 }
 
 std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
@@ -320,7 +322,7 @@ NcclTuningModel::NcclTuningModel(const CommShape& s) : shape_(s) {
   const int ranks = s.ranks();
   const double ppn = static_cast<double>(ranks) / nodes;
   const int cc = cc_index(s.arch);
-  const int index2 = nodes <= 2 ? nodes - 1 : 2;
+  const int index2 = nodes_index(s);
   const bool amd_host = s.net_overhead_us >= 2.0;
   const int index1 = nodes == 1 ? cc : (amd_host ? 1 : 0);
   const double ll_max = kLlMaxBw[index1][index2];
