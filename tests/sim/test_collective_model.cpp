@@ -34,6 +34,15 @@ CommShape hopper(int nodes, int gpn) {
   return s;
 }
 
+// dionsim's algorithm bandwidth for one pair on a preset's cluster (the pair must be enabled).
+double priced_GBps(const std::string& preset, int nodes, int gpn, NcclFunc f, NcclAlgo a, NcclProto p,
+                   std::int64_t bytes) {
+  const CollectiveModel model(topo::preset(preset), nodes, gpn);
+  const auto c = model.price(f, a, p, bytes);
+  REQUIRE(c);
+  return c->bandwidth_GBps;
+}
+
 }  // namespace
 
 TEST_CASE("NCCL graphs: NVLink and NIC budgets with NCCL's speed tables and duplication", "[collective][model]") {
@@ -279,29 +288,22 @@ TEST_CASE("dionsim's pricing: NCCL's per-channel ceilings of NVLS Tree and the S
   // 2 x 8 H100 on NDR400: the links give NVLS Tree min(NVLS 370.8 x 0.85 / (9/8) = 280, NICs
   // 8 x 48 = 384) GB/s; NVIDIA's measured ceiling of 57.7 GB/s per NVLS-Tree channel (Hopper,
   // 2 nodes) over 8 channels is 461.6 GB/s of bus bandwidth = 461.6 x 16 / 30 algorithm.
-  const CollectiveModel two(topo::preset("h100-ndr400"), 2, 8);
-  REQUIRE(two.nccl().graph(NcclAlgo::nvls_tree).channels == 8);
-  const auto nvls_tree = two.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
-  REQUIRE(nvls_tree);
-  CHECK(nvls_tree->bandwidth_GBps == Approx(8 * 57.7 * 16 / 30.0));
-  CHECK(nvls_tree->bandwidth_GBps < 450 * 20.6 / 25 * 0.85 / (1 + 1 / 8.0));
+  REQUIRE(CollectiveModel(topo::preset("h100-ndr400"), 2, 8).nccl().graph(NcclAlgo::nvls_tree).channels == 8);
+  const double two = priced_GBps("h100-ndr400", 2, 8, NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
+  CHECK(two == Approx(8 * 57.7 * 16 / 30.0));
+  CHECK(two < 450 * 20.6 / 25 * 0.85 / (1 + 1 / 8.0));
   // Beyond two nodes the ceiling is 45.5 per channel; the nodes' NICs (half the node rate in a
   // tree: 192 GB/s) stay below it at 10 x 8 ranks: 8 x 45.5 x 80 / 158 = 184.3.
-  const CollectiveModel ten(topo::preset("h100-ndr400"), 10, 8);
-  const auto wide = ten.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
-  REQUIRE(wide);
-  CHECK(wide->bandwidth_GBps == Approx(8 * 45.5 * 80 / 158.0));
+  CHECK(priced_GBps("h100-ndr400", 10, 8, NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34) ==
+        Approx(8 * 45.5 * 80 / 158.0));
   // B200's ceiling (96 GB/s per channel at 2 nodes) is above its links: the links decide.
-  const CollectiveModel b200(topo::preset("b200-ndr400"), 2, 8);
-  const auto blackwell = b200.price(NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34);
-  REQUIRE(blackwell);
-  CHECK(blackwell->bandwidth_GBps == Approx(8 * 50 * 0.96));
+  CHECK(priced_GBps("b200-ndr400", 2, 8, NcclFunc::allreduce, NcclAlgo::nvls_tree, NcclProto::simple, 1LL << 34) ==
+        Approx(8 * 50 * 0.96));
   // The Simple tree: 36.0 GB/s per channel beyond 2 nodes on Hopper, below the node's links
   // (8 x 45 = 360 < 370.8 / 2 x 2 and the NICs' 384).
-  const auto tree = ten.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 34);
-  REQUIRE(tree);
-  const int ch = ten.nccl().graph(NcclAlgo::tree).channels;
-  CHECK(tree->bandwidth_GBps == Approx(ch * 36.0 / 2));
+  const int ch = CollectiveModel(topo::preset("h100-ndr400"), 10, 8).nccl().graph(NcclAlgo::tree).channels;
+  CHECK(priced_GBps("h100-ndr400", 10, 8, NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 34) ==
+        Approx(ch * 36.0 / 2));
 }
 
 TEST_CASE("dionsim's pricing: a tree's chain carries 2S over each GPU's NVLink", "[collective][model]") {
@@ -309,22 +311,16 @@ TEST_CASE("dionsim's pricing: a tree's chain carries 2S over each GPU's NVLink",
   // direction, so NVLink bounds the algorithm bandwidth at half its rate, times NCCL's tree
   // efficiency (0.92; x 0.85 on sm90+). Two A100 nodes on 8 x 25 GB/s of RoCE: NVLink 240 / 2 =
   // 120 x 0.92 (the NICs' 8 x 25 x 0.95 = 190 carry S per direction: not the bound).
-  const CollectiveModel roce(topo::preset("a100-roce100"), 2, 8);
-  const auto two = roce.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
-  REQUIRE(two);
-  CHECK(two->bandwidth_GBps == Approx(300 * 0.8 / 2 * 0.92));
+  CHECK(priced_GBps("a100-roce100", 2, 8, NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33) ==
+        Approx(300 * 0.8 / 2 * 0.92));
   CHECK(nccl_tree_efficiency(GpuArch::ampere) == Approx(0.92));
   CHECK(nccl_tree_efficiency(GpuArch::hopper) == Approx(0.92 * 0.85));
   // Two p4d nodes (EFA, 8 x 6.25 GB/s at 0.75): the NICs bound it, S per direction at 2 nodes.
-  const CollectiveModel efa(topo::preset("p4d-efa"), 2, 8);
-  const auto p4d = efa.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
-  REQUIRE(p4d);
-  CHECK(p4d->bandwidth_GBps == Approx(8 * 6.25 * 0.75 * 0.92));
+  CHECK(priced_GBps("p4d-efa", 2, 8, NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33) ==
+        Approx(8 * 6.25 * 0.75 * 0.92));
   // Beyond two nodes an internal node's NICs carry 2S: half the node rate.
-  const CollectiveModel four(topo::preset("p4d-efa"), 4, 8);
-  const auto wide = four.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33);
-  REQUIRE(wide);
-  CHECK(wide->bandwidth_GBps == Approx(8 * 6.25 * 0.75 / 2 * 0.92));
+  CHECK(priced_GBps("p4d-efa", 4, 8, NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 33) ==
+        Approx(8 * 6.25 * 0.75 / 2 * 0.92));
 }
 
 TEST_CASE("dionsim's pricing: NVLS Tree's latency over EFA is aws-ofi-nccl's two NVLink passes", "[collective][model]") {
