@@ -4,9 +4,12 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <random>
 
 #include "common/error.hpp"
 #include "sim/aws_ofi_tuner.hpp"
@@ -537,4 +540,67 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
     CHECK(std::string(e.what()).find(path + ":2: time_us: got '-3'") != std::string::npos);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("collective model: finite, positive, size-monotone prices on random clusters and every enabled pair",
+          "[collective][model]") {
+  // Deterministic sweep over every preset, random node counts and sizes: whatever NCCL's emulated
+  // search and the ceilings give, a price is finite and positive, and a pair's time never falls as
+  // the buffer grows (the pipeline fill's chunk only grows with it).
+  std::mt19937_64 rng(16);
+  std::uniform_int_distribution<int> nodes_of(1, 96);
+  std::uniform_int_distribution<int> log_bytes(0, 34);
+  int priced = 0;
+  for (const auto& name : topo::preset_names()) {
+    for (const int gpn : {1, 2, 4, 8}) {
+      const int nodes = nodes_of(rng);
+      std::unique_ptr<CollectiveModel> model;
+      try {
+        model = std::make_unique<CollectiveModel>(topo::preset(name), nodes, gpn);
+      } catch (const UsageError&) {
+        continue;  // a host larger than the preset's NVLink domain
+      }
+      if (model->ranks() < 2) continue;
+      for (const auto f : {NcclFunc::allgather, NcclFunc::reducescatter, NcclFunc::allreduce}) {
+        for (int a = 0; a < kNcclAlgos; ++a) {
+          for (int p = 0; p < kNcclProtos; ++p) {
+            const auto algo = static_cast<NcclAlgo>(a);
+            const auto proto = static_cast<NcclProto>(p);
+            double previous = 0;
+            std::vector<std::int64_t> sizes;
+            for (int i = 0; i < 6; ++i) sizes.push_back(std::int64_t{1} << log_bytes(rng));
+            std::sort(sizes.begin(), sizes.end());
+            for (const auto bytes : sizes) {
+              const auto c = model->price(f, algo, proto, bytes);
+              if (!c) break;  // not enabled on this shape
+              ++priced;
+              INFO(name << " " << nodes << " x " << gpn << " " << to_string(f) << " " << to_string(algo) << "/"
+                        << to_string(proto) << " " << bytes << " B");
+              REQUIRE(std::isfinite(c->time_us));
+              CHECK(c->time_us > 0);
+              CHECK(c->latency_us >= 0);
+              CHECK(c->bandwidth_GBps > 0);
+              CHECK(c->time_us >= previous * (1 - 1e-12));
+              previous = c->time_us;
+            }
+          }
+        }
+        const auto op = f == NcclFunc::allgather       ? CollectiveOp::allgather
+                        : f == NcclFunc::reducescatter ? CollectiveOp::reducescatter
+                                                       : CollectiveOp::allreduce;
+        const auto chosen = model->cost(op, std::int64_t{1} << log_bytes(rng));
+        CHECK(std::isfinite(chosen.time_us));
+      }
+      if (model->ranks() > 64) continue;  // the all-to-all's DES at small worlds (test time)
+      double previous = 0;  // the all-to-all: latency rounds and the DES
+      for (const std::int64_t bytes : {std::int64_t{1} << 13, std::int64_t{1} << 20, std::int64_t{1} << 30}) {
+        const auto a2a = model->cost(CollectiveOp::alltoall, bytes);
+        INFO(name << " " << nodes << " x " << gpn << " all-to-all " << bytes << " B");
+        REQUIRE(std::isfinite(a2a.time_us));
+        CHECK(a2a.time_us > previous);
+        previous = a2a.time_us;
+      }
+    }
+  }
+  CHECK(priced > 1000);
 }
