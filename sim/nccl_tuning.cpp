@@ -84,6 +84,9 @@ constexpr double kPerChMaxTreeLL128[4][3] = {{20, 20, 20}, {20, 20, 20}, {36.7, 
 constexpr double kPerChMaxTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
 constexpr double kPerChMaxNvlsTree[4][3] = {{26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.1}};
 constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+// The tree all-reduce's bandwidth factor, and sm90+'s further factor for the plain tree pattern.
+constexpr double kTreeEfficiency = 0.92;
+constexpr double kTreePatternFactor = 0.85;
 // Powers of two from 64 B (index = log2(bytes / 64)); LL, LL128, Simple.
 constexpr double kTreeCorrection[kNcclProtos][23] = {
     {1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0},
@@ -244,7 +247,7 @@ double nccl_ll128_tree_per_channel_GBps(const CommShape& s) {
   return kPerChMaxTreeLL128[cc_index(s.arch)][nodes_index(s)];
 }
 double nccl_nvls_efficiency(GpuArch arch) { return kNvlsEfficiency[cc_index(arch)]; }
-double nccl_tree_efficiency(GpuArch arch) { return 0.92 * (cc_of(arch) >= 90 ? 0.85 : 1.0); }
+double nccl_tree_efficiency(GpuArch arch) { return kTreeEfficiency * (cc_of(arch) >= 90 ? kTreePatternFactor : 1.0); }
 double nccl_tree_per_channel_GBps(const CommShape& s) {
   return kPerChMaxTree[cc_index(s.arch)][nodes_index(s)];
 }
@@ -353,11 +356,11 @@ NcclTuningModel::NcclTuningModel(const CommShape& s) : shape_(s) {
         double bus = g.channels * bw;
         if (a == kRing && p == kLL) bus = std::min(ll_max, bus * .5);
         if (a == kRing && p == kLL128) bus = std::min(bus * 0.92, g.channels * kPerChMaxRingLL128[cc][index2]);
-        if (a == kTree && allreduce) bus = std::min(bus * .92, g.channels * kPerChMaxTree[cc][index2]);
+        if (a == kTree && allreduce) bus = std::min(bus * kTreeEfficiency, g.channels * kPerChMaxTree[cc][index2]);
         if (a == kTree && p == kLL) bus = std::min(bus / 3.8, ll_max);
         if (a == kTree && p == kLL128)
           bus = std::min(bus * (nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0), g.channels * kPerChMaxTreeLL128[cc][index2]);
-        if (a == kTree && tree_pattern) bus *= .85;
+        if (a == kTree && tree_pattern) bus *= kTreePatternFactor;
         if (a == kPat) bus *= .75;
         if (!(a != kRing && !allreduce)) bus *= (a == kRing || a == kNvls || a == kNvlsTree) ? double(ranks) / nsteps : .5;
         bandwidth_[f][a][p] = bus;
