@@ -303,8 +303,7 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const CommShape& s = shape_;
   const int n = s.ranks(), g = s.ranks_per_node;
   if (n <= 1) return 0;
-  const std::int64_t per_peer = bytes / n;
-  const NcclProto p = per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
+  const NcclProto p = alltoall_protocol(bytes);
   const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
   const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
   const double hop_inter = network_hop_us(nccl_hw_latency_us(true, net_algo, p), p) + options_.extra_hop_latency_us +
@@ -316,6 +315,25 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   // The proxy thread posts every network send one after the other.
   const double proxy = inter_peers * s.net_overhead_us;
   return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy) + options_.call_overhead_us;
+}
+
+NcclProto CollectiveModel::alltoall_protocol(std::int64_t bytes) const {
+  const std::int64_t per_peer = bytes / std::max(1, ranks());
+  // Across nodes a peer's send below NCCL's minimum part (half a 128 KiB net chunk) takes one
+  // channel, so NCCL's LL rule (<= 16 KiB per channel) is 16 KiB per peer there.
+  if (shape_.nodes > 1 || shape_.ranks_per_node < 2) return per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
+  return nccl_p2p_plan(shape_, per_peer).ll ? NcclProto::ll : NcclProto::simple;
+}
+
+double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
+  // Across NVLink domains the network carries the all-to-all and the NVLink copies hide behind it.
+  if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
+  const NcclP2pPlan plan = nccl_p2p_plan(shape_, bytes / ranks());
+  // A part crosses two stages per step (the sender's copy into the peer's buffer, the receiver's
+  // copy out), each at the channel's share of the GPU's NVLink rate: one step more than the
+  // part's own steps.
+  const double channel_GBps = shape_.nvlink_GBps * spec_.nvlink_efficiency / plan.active_channels;
+  return static_cast<double>(plan.step_bytes) / (1000.0 * channel_GBps);
 }
 
 namespace {
@@ -382,11 +400,12 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
   }
   if (op == CollectiveOp::alltoall) {
     c.algorithm = "p2p";
-    c.protocol = bytes / ranks() <= kP2pLlThreshold ? "ll" : "simple";
+    c.protocol = to_string(alltoall_protocol(bytes));
     c.latency_us = alltoall_latency_us(bytes);
     const double transfer = alltoall_transfer_us(bytes, mode);
     c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
-    c.time_us = c.latency_us + transfer;
+    c.pipeline_fill_us = alltoall_fill_us(bytes);
+    c.time_us = c.latency_us + c.pipeline_fill_us + transfer;
     return c;
   }
   if (op == CollectiveOp::sendrecv) {

@@ -17,7 +17,10 @@
 //    the bandwidth part is the max-min DES on the fabric (sim/collectives.hpp) with PXN routing
 //    on rail-optimized fabrics (a message to another rail goes over NVLink to the local GPU of
 //    the destination's rail first). Mode::fast uses the symmetric classes, Mode::exact one flow
-//    per message; both give the same time.
+//    per message; both give the same time. Inside one NVLink domain NCCL splits every peer's
+//    share over p2p channels (nccl_p2p_plan); each channel's two-stage step pipeline (the
+//    sender's copy into the peer's buffer, the receiver's copy out) adds one step at the
+//    channel's share of the GPU's NVLink rate.
 // Sources of every constant: docs/simulator.md, "The collective model".
 #include <cstdint>
 #include <map>
@@ -51,7 +54,7 @@ struct CollectiveCost {
   double time_us = 0;
   double latency_us = 0;  // the size-independent part
   double bandwidth_GBps = 0;  // algorithm bandwidth of the size-dependent part (0 when none)
-  double pipeline_fill_us = 0;  // tree-like algorithms: the chunk pipeline's fill (in time_us)
+  double pipeline_fill_us = 0;  // trees, NVLS, one-domain all-to-alls: the chunk pipeline's fill (in time_us)
   std::optional<NcclPrediction> nccl;  // NCCL's own model for the same call (not for all-to-all)
   // Who picked the pair: "nccl" (its tuning model), or the fabric's tuner plugin
   // (topo::to_string(TunerPlugin), sim/aws_ofi_tuner.hpp); empty for all-to-all.
@@ -80,9 +83,12 @@ class CollectiveModel {
   // dionsim's price of one given pair (nullopt where NCCL does not enable it).
   [[nodiscard]] std::optional<CollectiveCost> price(NcclFunc f, NcclAlgo a, NcclProto p, std::int64_t bytes) const;
 
-  // The all-to-all's parts (tests and docs): latency and the DES's bandwidth time.
+  // The all-to-all's parts (tests and docs): latency, the DES's bandwidth time and the fill of
+  // the p2p channels' step pipelines; and the protocol its p2p sends use.
   [[nodiscard]] double alltoall_latency_us(std::int64_t bytes) const;
   [[nodiscard]] double alltoall_transfer_us(std::int64_t bytes, Mode mode) const;
+  [[nodiscard]] double alltoall_fill_us(std::int64_t bytes) const;
+  [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
 
  private:
   topo::FabricSpec spec_;  // as the DES sees it: NCCL's NVLink rate, no per-message latency

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 #include <vector>
 
 #include "common/error.hpp"
@@ -264,6 +265,51 @@ std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
   g[kNvls] = nvls_graph(s);
   g[kNvlsTree] = g[kNvls];
   return g;
+}
+
+namespace {
+int pow2_up(int v) {
+  int p = 1;
+  while (p < v) p *= 2;
+  return p;
+}
+std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+}  // namespace
+
+NcclP2pPlan nccl_p2p_plan(const CommShape& s, std::int64_t bytes_per_peer) {
+  if (s.nodes != 1 || s.ranks_per_node < 2 || bytes_per_peer < 0)
+    throw std::invalid_argument("nccl_p2p_plan: one NVLink domain of >= 2 GPUs and bytes >= 0 only");
+  constexpr int kMaxChannels = 64;                      // MAXCHANNELS
+  constexpr std::int64_t kNvlChunk = 512 * 1024;        // NCCL_P2P_NVL_CHUNKSIZE (<= Simple buffer / NCCL_STEPS)
+  constexpr std::int64_t kLlThreshold = 16384;          // NCCL_P2P_LL_THRESHOLD
+  constexpr std::int64_t kLlStepPayload = 8LL * 512 * 8 * 16 / 8 / 2;  // LL buffer / NCCL_STEPS, half of it flags
+  const int n = s.ranks_per_node;
+  NcclP2pPlan plan;
+  // connect.cc duplicates the searched ring channels once more; p2p channels are its pow2Up.
+  plan.p2p_channels = std::min(kMaxChannels, pow2_up(std::min(kMaxChannels, 2 * nccl_graphs(s)[kRing].channels)));
+  // ncclTopoGetNchannels: 2 x (the GPU's NVLink bandwidth / one link's) for an NVLink peer.
+  const double link_GBps = s.arch == GpuArch::blackwell ? 50.0 : 25.0;  // nominal per NVLink, per direction
+  const int links = std::max(1, static_cast<int>(std::floor(s.nvlink_GBps / link_GBps + 1e-9)));
+  plan.channels_per_peer = std::min(plan.p2p_channels, pow2_up(2 * links));
+  int channels_min = plan.channels_per_peer;  // use all channels, one channel per operation
+  while (channels_min * n > plan.p2p_channels && channels_min > 1) channels_min /= 2;
+  // addP2pToPlan inside one node: parts of at least chunk / 8, doubled while above 32 chunks.
+  const std::int64_t min_part = kNvlChunk / 8, max_part = kNvlChunk * 32;
+  if (bytes_per_peer == 0) {
+    plan.parts = 1;
+  } else {
+    plan.parts = static_cast<int>(std::min<std::int64_t>(channels_min, div_up(bytes_per_peer, min_part)));
+    std::int64_t part = std::max(min_part, div_up(bytes_per_peer, plan.parts));
+    while (part > max_part && plan.parts <= plan.channels_per_peer / 2) {
+      plan.parts *= 2;
+      part = div_up(bytes_per_peer, plan.parts);
+    }
+  }
+  plan.part_bytes = div_up(bytes_per_peer, plan.parts);
+  plan.ll = bytes_per_peer <= plan.parts * kLlThreshold;
+  plan.step_bytes = std::min(plan.part_bytes, plan.ll ? kLlStepPayload : kNvlChunk);
+  plan.active_channels = std::min(plan.p2p_channels, (n - 1) * plan.parts);
+  return plan;
 }
 
 void validate(const CommShape& s, const std::string& where) {

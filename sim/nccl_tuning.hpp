@@ -119,6 +119,23 @@ class NcclTuningModel {
 [[nodiscard]] double nccl_tree_per_channel_GBps(const CommShape& shape);
 [[nodiscard]] double nccl_nvls_tree_per_channel_GBps(const CommShape& shape);
 
+// How NCCL splits one all-to-all's share for one peer over its p2p channels inside one NVLink
+// domain (NCCL 2.28: paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
+// scheduleP2pTasksToPlan / addP2pToPlan). Every peer's send goes over `parts` channels of
+// `part_bytes`, each moved in steps of `step_bytes`.
+struct NcclP2pPlan {
+  int p2p_channels = 0;       // comm->p2pnChannels: pow2Up of the communicator's channels
+  int channels_per_peer = 0;  // comm->p2pnChannelsPerPeer: 2 per NVLink, pow2Up, at most p2p_channels
+  int parts = 0;              // channels this peer's send is split over
+  std::int64_t part_bytes = 0;
+  bool ll = false;            // LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) per channel, else Simple
+  std::int64_t step_bytes = 0;  // payload per pipeline step: P2P_NVL_CHUNKSIZE (Simple), an LL slot
+  int active_channels = 0;    // channels carrying a part: min(p2p_channels, peers x parts)
+};
+// For a communicator of one NVLink domain (shape.nodes == 1) and `bytes_per_peer` sent to each
+// peer; throws std::invalid_argument otherwise.
+[[nodiscard]] NcclP2pPlan nccl_p2p_plan(const CommShape& shape, std::int64_t bytes_per_peer);
+
 // The graph search, approximated: see the header comment.
 [[nodiscard]] std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& shape);
 

@@ -154,8 +154,9 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     const auto [op, bytes] = model_call(r);
     double us = 0;
     if (op == CollectiveOp::alltoall && !use_engine_) {
-      us = model_.alltoall_latency_us(bytes) + static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
-      a.choice = {"p2p", bytes / topology_->ranks() <= 16384 ? "ll" : "simple", ""};
+      us = model_.alltoall_latency_us(bytes) + model_.alltoall_fill_us(bytes) +
+           static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
+      a.choice = {"p2p", to_string(model_.alltoall_protocol(bytes)), ""};
     } else {
       const CollectiveCost c = model_.cost(op, bytes);
       us = c.time_us;

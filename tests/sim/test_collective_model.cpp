@@ -399,6 +399,49 @@ TEST_CASE("all-to-all: grouped p2p latency, DES transfer; Mode::fast = Mode::exa
   CHECK(CollectiveModel(spec, 32, 8).alltoall_transfer_us(1LL << 30, Mode::exact) == Approx(with).epsilon(1e-9));
 }
 
+TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pipeline's fill", "[collective][model]") {
+  // One H100 node: the search's 6 x 60 GB/s rings, duplicated to 12 and once more at connect:
+  // 24 channels, 32 p2p channels; 18 NVLinks give 36 -> 64 channels per peer, capped at 32; with
+  // 8 ranks an operation starts on 4 (4 x 8 = 32).
+  const CommShape node = hopper(1, 8);
+  const auto plan = [&](std::int64_t per_peer) { return nccl_p2p_plan(node, per_peer); };
+  CHECK(plan(1 << 20).p2p_channels == 32);
+  CHECK(plan(1 << 20).channels_per_peer == 32);
+  CHECK(plan(8 << 20).parts == 4);  // 2 MiB parts <= 32 chunks of 512 KiB
+  CHECK(plan(8 << 20).part_bytes == 2 << 20);
+  CHECK(plan(8 << 20).active_channels == 28);  // 7 peers x 4
+  CHECK(plan(8 << 20).step_bytes == 512 * 1024);
+  CHECK(plan(128LL << 20).parts == 8);  // 32 MiB parts are above 16 MiB: doubled once
+  CHECK(plan(128LL << 20).active_channels == 32);
+  CHECK(plan(2LL << 30).parts == 32);  // doubling stops at channels per peer
+  CHECK(plan(100 * 1024).parts == 2);  // parts of at least 64 KiB
+  CHECK_FALSE(plan(100 * 1024).ll);
+  CHECK(plan(16384).ll);  // LL up to 16 KiB per channel
+  CHECK(plan(16384).step_bytes == 16384);
+  CHECK_FALSE(plan(65536).ll);
+  CHECK(plan(0).parts == 1);
+  // A GB300 tray (4 ranks, NVLink 5): 8 channels per operation.
+  CommShape tray = node;
+  tray.arch = GpuArch::blackwell;
+  tray.ranks_per_node = 4;
+  tray.nvlink_GBps = 900;
+  CHECK(nccl_p2p_plan(tray, 1 << 20).parts == 8);
+  CHECK(nccl_p2p_plan(tray, 1 << 20).p2p_channels == 32);
+  CHECK_THROWS_AS(nccl_p2p_plan(hopper(2, 8), 1 << 20), std::invalid_argument);
+
+  // The fill: one 512 KiB step at the channel's share (1 / 28) of NCCL's NVLink rate, 450 x 0.824.
+  const auto spec = topo::preset("h100-ndr400");
+  const CollectiveModel one(spec, 1, 8);
+  CHECK(one.alltoall_fill_us(64LL << 20) == Approx(524288.0 * 28 / (450 * 0.824 * 1000)));
+  const auto c = one.cost(CollectiveOp::alltoall, 64LL << 20);
+  CHECK(c.pipeline_fill_us == Approx(one.alltoall_fill_us(64LL << 20)));
+  CHECK(c.time_us == Approx(c.latency_us + c.pipeline_fill_us + one.alltoall_transfer_us(64LL << 20, Mode::fast)));
+  CHECK(one.cost(CollectiveOp::alltoall, 8 * 16384).protocol == "ll");
+  CHECK(one.cost(CollectiveOp::alltoall, 8 * 65536).protocol == "simple");
+  // Across nodes the network carries the all-to-all: no NVLink fill.
+  CHECK(CollectiveModel(spec, 2, 8).alltoall_fill_us(64LL << 20) == 0);
+}
+
 TEST_CASE("whatif's collective timer gives the time `collective` prints for the same call", "[collective][model]") {
   for (const char* name : {"h100-ndr400", "p5-efa", "gb200-nvl72"}) {
     const auto spec = topo::preset(name);
