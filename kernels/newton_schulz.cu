@@ -4,7 +4,7 @@
 //   A = bf16(X Xᵀ); B = bf16(bf16(b*A) + bf16(c*bf16(A A))); X = bf16(bf16(a*X) + bf16(B X))
 // (tall inputs: A = XᵀX and X B). Row-major matrices are handed to column-major cuBLASLt as their
 // transposes (Y = Xᵀ, ld = cols), so no copies are made.
-#include <cublasLt.h>
+#include "kernels/cublaslt.cuh"
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -335,41 +335,41 @@ struct NewtonSchulz::Impl {
     const cudaDataType_t type = std::get<13>(key) == 1 ? CUDA_R_16F : CUDA_R_16BF;
     Plan p;
     const char* op = "newton_schulz (cuBLASLt plan)";
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().desc_create(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), op);
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), op);
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().desc_set_attribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)), op);
     auto layout = [&](cublasLtMatrixLayout_t* l, long long rows, long long cols, long long ld, long long stride) {
-      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(l, type, static_cast<std::uint64_t>(rows),
+      DIONSIM_CUBLAS_CHECK(cublaslt().layout_create(l, type, static_cast<std::uint64_t>(rows),
                                                       static_cast<std::uint64_t>(cols), ld), op);
       const int bc = batch;
-      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)), op);
+      DIONSIM_CUBLAS_CHECK(cublaslt().layout_set_attribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof(bc)), op);
       if (pointers) {
         const std::uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-        DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)), op);
+        DIONSIM_CUBLAS_CHECK(cublaslt().layout_set_attribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)), op);
         return;
       }
       const std::int64_t st = stride;
-      DIONSIM_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)), op);
+      DIONSIM_CUBLAS_CHECK(cublaslt().layout_set_attribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof(st)), op);
     };
     layout(&p.a, ta ? k : m, ta ? m : k, lda, sa);
     layout(&p.b, tb ? n : k, tb ? k : n, ldb, sb);
     layout(&p.c, m, n, ldc, sc);
     cublasLtMatmulPreference_t pref = nullptr;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().preference_create(&pref), op);
     const std::size_t ws = kWorkspaceBytes;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)), op);
     // Split-K partial sums must be reduced in fp32: the in-place / output-type schemes add the
     // partials in the bf16 output, which put single small GEMMs (12 x 12 x 96, batch 1) 7 % off the
     // reference after Polar Express (measured on H200, cuBLAS 13; batch 2 of the same shape was exact).
     const std::uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
+    DIONSIM_CUBLAS_CHECK(cublaslt().preference_set_attribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes)), op);
     std::array<cublasLtMatmulHeuristicResult_t, kCandidates> results{};
     int returned = 0;
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
+    DIONSIM_CUBLAS_CHECK(cublaslt().algo_get_heuristic(handle, p.desc, p.a, p.b, p.c, p.c, pref,
                                                         autotune ? kCandidates : 1, results.data(), &returned),
                          op);
-    cublasLtMatmulPreferenceDestroy(pref);
+    cublaslt().preference_destroy(pref);
     if (returned == 0)
       detail::throw_device_error("cublasLtMatmulAlgoGetHeuristic", "no algorithm for this GEMM shape", op, __FILE__, __LINE__);
     p.algo = results[0].algo;
@@ -450,7 +450,7 @@ struct NewtonSchulz::Impl {
     for (std::size_t i = 0; i < p.candidates.size(); ++i) {
       const cublasLtMatmulAlgo_t& algo = p.candidates[i];
       auto once = [&] {
-        return cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo, workspace,
+        return cublaslt().matmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, c, p.c, c, p.c, &algo, workspace,
                               kWorkspaceBytes, detail::stream(s));
       };
       if (once() != CUBLAS_STATUS_SUCCESS) continue;  // a candidate that cannot run is skipped
@@ -482,7 +482,7 @@ struct NewtonSchulz::Impl {
   void run_plan(Plan& p, const void* a, const void* b, void* c, StreamHandle s, float alpha = 1.0F, float beta = 0.0F,
                 const void* cin = nullptr) {
     if (!p.tuned) tune(p, a, b, c, s);
-    DIONSIM_CUBLAS_CHECK(cublasLtMatmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, cin != nullptr ? cin : c, p.c, c,
+    DIONSIM_CUBLAS_CHECK(cublaslt().matmul(handle, p.desc, &alpha, a, p.a, b, p.b, &beta, cin != nullptr ? cin : c, p.c, c,
                                         p.c, &p.algo, workspace, kWorkspaceBytes, detail::stream(s)),
                          "newton_schulz (GEMM)");
   }
@@ -500,19 +500,19 @@ struct NewtonSchulz::Impl {
 };
 
 NewtonSchulz::NewtonSchulz(NsKind kind, float eps) : impl_(new Impl{kind, eps}) {
-  DIONSIM_CUBLAS_CHECK(cublasLtCreate(&impl_->handle), "newton_schulz (cublasLtCreate)");
+  DIONSIM_CUBLAS_CHECK(cublaslt().create(&impl_->handle), "newton_schulz (cublasLtCreate)");
   impl_->workspace = device_alloc(kWorkspaceBytes, "newton_schulz workspace");
 }
 
 NewtonSchulz::~NewtonSchulz() {
   for (auto& [key, p] : impl_->plans) {
-    cublasLtMatrixLayoutDestroy(p.a);
-    cublasLtMatrixLayoutDestroy(p.b);
-    cublasLtMatrixLayoutDestroy(p.c);
-    cublasLtMatmulDescDestroy(p.desc);
+    cublaslt().layout_destroy(p.a);
+    cublaslt().layout_destroy(p.b);
+    cublaslt().layout_destroy(p.c);
+    cublaslt().desc_destroy(p.desc);
   }
   device_free(impl_->workspace);
-  if (impl_->handle != nullptr) cublasLtDestroy(impl_->handle);
+  if (impl_->handle != nullptr) cublaslt().destroy(impl_->handle);
   delete impl_;
 }
 
