@@ -25,9 +25,9 @@ dionsim_cli_test(whatif_bad_inter_node_prior EXIT 2 MATCH "--inter-node-prior: g
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --inter-node-prior 1,x)
 # whatif: every time metric with _lo/_hi in --json, "value ± half" in the table, a note without a
 # calibration, --fabric-spread checked.
-dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.6[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
+dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.7[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19} --json)
-dionsim_cli_test(whatif_interval_table EXIT 0 MATCH " +step_ms +opt_ms .*\n.* 582\\.6[0-9] ± [0-9]+\\.[0-9][0-9] "
+dionsim_cli_test(whatif_interval_table EXIT 0 MATCH " +step_ms +opt_ms .*\n.* 582\\.7[0-9] ± [0-9]+\\.[0-9][0-9] "
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19})
 dionsim_cli_test(whatif_interval_uncalibrated EXIT 0 MATCH "intervals: no step calibration: every step-model parameter takes its prior range"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 1 --scope local --fwd-bwd-ms 450)
