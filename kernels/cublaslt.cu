@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <type_traits>
 
 #include "common/error.hpp"
 
@@ -27,20 +28,10 @@ CublasLt open_cublaslt() {
     if (p == nullptr) throw DeviceError("cannot resolve " + std::string(symbol) + " in " + name);
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
   };
-  CublasLt lt{};
-  resolve(lt.create, "cublasLtCreate");
-  resolve(lt.destroy, "cublasLtDestroy");
-  resolve(lt.matmul, "cublasLtMatmul");
-  resolve(lt.algo_get_heuristic, "cublasLtMatmulAlgoGetHeuristic");
-  resolve(lt.desc_create, "cublasLtMatmulDescCreate");
-  resolve(lt.desc_destroy, "cublasLtMatmulDescDestroy");
-  resolve(lt.desc_set_attribute, "cublasLtMatmulDescSetAttribute");
-  resolve(lt.preference_create, "cublasLtMatmulPreferenceCreate");
-  resolve(lt.preference_destroy, "cublasLtMatmulPreferenceDestroy");
-  resolve(lt.preference_set_attribute, "cublasLtMatmulPreferenceSetAttribute");
-  resolve(lt.layout_create, "cublasLtMatrixLayoutCreate");
-  resolve(lt.layout_destroy, "cublasLtMatrixLayoutDestroy");
-  resolve(lt.layout_set_attribute, "cublasLtMatrixLayoutSetAttribute");
+  CublasLt lt;
+#define DIONSIM_CUBLASLT_RESOLVE(symbol, member) resolve(lt.member, #symbol);
+  DIONSIM_CUBLASLT_FUNCTIONS(DIONSIM_CUBLASLT_RESOLVE)
+#undef DIONSIM_CUBLASLT_RESOLVE
   return lt;  // the library stays open for the process's life
 }
 

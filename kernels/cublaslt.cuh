@@ -12,20 +12,26 @@
 
 namespace dionsim::kernels {
 
+// Every cuBLASLt function dionsim calls: (cuBLASLt's name, the member that holds it).
+#define DIONSIM_CUBLASLT_FUNCTIONS(X)                                 \
+  X(cublasLtCreate, create)                                           \
+  X(cublasLtDestroy, destroy)                                         \
+  X(cublasLtMatmul, matmul)                                           \
+  X(cublasLtMatmulAlgoGetHeuristic, algo_get_heuristic)               \
+  X(cublasLtMatmulDescCreate, desc_create)                            \
+  X(cublasLtMatmulDescDestroy, desc_destroy)                          \
+  X(cublasLtMatmulDescSetAttribute, desc_set_attribute)               \
+  X(cublasLtMatmulPreferenceCreate, preference_create)                \
+  X(cublasLtMatmulPreferenceDestroy, preference_destroy)              \
+  X(cublasLtMatmulPreferenceSetAttribute, preference_set_attribute)   \
+  X(cublasLtMatrixLayoutCreate, layout_create)                        \
+  X(cublasLtMatrixLayoutDestroy, layout_destroy)                      \
+  X(cublasLtMatrixLayoutSetAttribute, layout_set_attribute)
+
 struct CublasLt {
-  decltype(&::cublasLtCreate) create;
-  decltype(&::cublasLtDestroy) destroy;
-  decltype(&::cublasLtMatmul) matmul;
-  decltype(&::cublasLtMatmulAlgoGetHeuristic) algo_get_heuristic;
-  decltype(&::cublasLtMatmulDescCreate) desc_create;
-  decltype(&::cublasLtMatmulDescDestroy) desc_destroy;
-  decltype(&::cublasLtMatmulDescSetAttribute) desc_set_attribute;
-  decltype(&::cublasLtMatmulPreferenceCreate) preference_create;
-  decltype(&::cublasLtMatmulPreferenceDestroy) preference_destroy;
-  decltype(&::cublasLtMatmulPreferenceSetAttribute) preference_set_attribute;
-  decltype(&::cublasLtMatrixLayoutCreate) layout_create;
-  decltype(&::cublasLtMatrixLayoutDestroy) layout_destroy;
-  decltype(&::cublasLtMatrixLayoutSetAttribute) layout_set_attribute;
+#define DIONSIM_CUBLASLT_MEMBER(symbol, member) decltype(&::symbol) member = nullptr;
+  DIONSIM_CUBLASLT_FUNCTIONS(DIONSIM_CUBLASLT_MEMBER)
+#undef DIONSIM_CUBLASLT_MEMBER
 };
 
 // The library of the cuBLAS major version this build was compiled against (libcublasLt.so.N), opened
