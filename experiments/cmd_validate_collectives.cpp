@@ -50,6 +50,7 @@ int run_validate_collectives(std::span<const std::string> args) {
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);
   const auto summary = analysis::summarize(predictions);
   const auto by_preset = analysis::summarize_by_preset(predictions);
+  const auto by_collective = analysis::summarize_by_collective(predictions);
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();
 
@@ -77,16 +78,20 @@ int run_validate_collectives(std::span<const std::string> args) {
                                 {"dionsim_median_abs_err", s.dionsim_median_abs_err},
                                 {"baseline_median_abs_err", s.baseline_median_abs_err}});
     }
-    out["regimes_by_preset"] = nlohmann::json::array();
-    for (const auto& [preset, regimes] : by_preset) {
-      for (const auto& s : regimes) {
-        out["regimes_by_preset"].push_back({{"preset", preset}, {"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
-                                  {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
-                                  {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
-                                  {"dionsim_median_abs_err", s.dionsim_median_abs_err},
-                                  {"baseline_median_abs_err", s.baseline_median_abs_err}});
+    const auto grouped = [&](const char* table, const char* key, const auto& by) {
+      out[table] = nlohmann::json::array();
+      for (const auto& [group, regimes] : by) {
+        for (const auto& s : regimes) {
+          out[table].push_back({{key, group}, {"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
+                                {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
+                                {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
+                                {"dionsim_median_abs_err", s.dionsim_median_abs_err},
+                                {"baseline_median_abs_err", s.baseline_median_abs_err}});
+        }
       }
-    }
+    };
+    grouped("regimes_by_preset", "preset", by_preset);
+    grouped("regimes_by_collective", "collective", by_collective);
     print_result(cmd.common(), out);
     return 0;
   }
@@ -118,20 +123,24 @@ int run_validate_collectives(std::span<const std::string> args) {
                 pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.dionsim_median_abs_err,
                 s.baseline_median_abs_err);
   }
-  // Per fabric preset: where a prediction can be trusted and where it cannot.
-  std::printf("# by fabric preset: in goal %%, dionsim / baseline (rows)\n%-20s %22s %22s %22s\n", "preset",
-              "latency", "middle", "bandwidth");
-  for (const auto& [preset, regimes] : by_preset) {
-    std::string cells[3];
-    for (const auto& s : regimes) {
-      char buf[64];
-      std::snprintf(buf, sizeof buf, "%.0f / %.0f (%d)", pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows),
-                    s.rows);
-      cells[static_cast<int>(s.regime)] = buf;
+  // Per fabric preset (where a prediction can be trusted and where it cannot) and per collective.
+  const auto print_grouped = [](const char* title, const char* key, const auto& by) {
+    std::printf("# by %s: in goal %%, dionsim / baseline (rows)\n%-20s %22s %22s %22s\n", title, key, "latency",
+                "middle", "bandwidth");
+    for (const auto& [group, regimes] : by) {
+      std::string cells[3];
+      for (const auto& s : regimes) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f / %.0f (%d)", pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows),
+                      s.rows);
+        cells[static_cast<int>(s.regime)] = buf;
+      }
+      std::printf("%-20s %22s %22s %22s\n", group.c_str(), cells[0].empty() ? "-" : cells[0].c_str(),
+                  cells[1].empty() ? "-" : cells[1].c_str(), cells[2].empty() ? "-" : cells[2].c_str());
     }
-    std::printf("%-20s %22s %22s %22s\n", preset.c_str(), cells[0].empty() ? "-" : cells[0].c_str(),
-                cells[1].empty() ? "-" : cells[1].c_str(), cells[2].empty() ? "-" : cells[2].c_str());
-  }
+  };
+  print_grouped("fabric preset", "preset", by_preset);
+  print_grouped("collective", "collective", by_collective);
   return 0;
 }
 

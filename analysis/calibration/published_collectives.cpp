@@ -194,15 +194,27 @@ std::vector<RegimeSummary> summarize(const std::vector<RowPrediction>& predictio
   return out;
 }
 
-std::map<std::string, std::vector<RegimeSummary>> summarize_by_preset(const std::vector<RowPrediction>& predictions) {
+namespace {
+template <class Key>
+std::map<std::string, std::vector<RegimeSummary>> summarize_grouped(const std::vector<RowPrediction>& predictions,
+                                                                    Key key) {
   std::map<std::string, std::vector<RowPrediction>> by;
-  for (const auto& p : predictions) by[p.preset].push_back(p);
+  for (const auto& p : predictions) by[key(p)].push_back(p);
   std::map<std::string, std::vector<RegimeSummary>> out;
-  for (const auto& [preset, rows] : by) {
+  for (const auto& [group, rows] : by) {
     for (const auto& s : summarize(rows))
-      if (s.rows > 0) out[preset].push_back(s);
+      if (s.rows > 0) out[group].push_back(s);
   }
   return out;
+}
+}  // namespace
+
+std::map<std::string, std::vector<RegimeSummary>> summarize_by_preset(const std::vector<RowPrediction>& predictions) {
+  return summarize_grouped(predictions, [](const RowPrediction& p) { return p.preset; });
+}
+
+std::map<std::string, std::vector<RegimeSummary>> summarize_by_collective(const std::vector<RowPrediction>& predictions) {
+  return summarize_grouped(predictions, [](const RowPrediction& p) { return p.row->collective; });
 }
 
 }  // namespace dionsim::analysis

@@ -73,5 +73,8 @@ struct RegimeSummary {
 // without rows of that preset is left out).
 [[nodiscard]] std::map<std::string, std::vector<RegimeSummary>> summarize_by_preset(
     const std::vector<RowPrediction>& predictions);
+// The same per collective (nccl-tests' name: allgather, allreduce, alltoall, reducescatter).
+[[nodiscard]] std::map<std::string, std::vector<RegimeSummary>> summarize_by_collective(
+    const std::vector<RowPrediction>& predictions);
 
 }  // namespace dionsim::analysis

@@ -540,6 +540,32 @@ TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, 
   CHECK(gb300_cross_rack > 0);
 }
 
+TEST_CASE("validate-collectives per collective: the regimes' rows split by collective, none lost", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto predictions = predict_published(rows);
+  const auto total = summarize(predictions);
+  const auto by = summarize_by_collective(predictions);
+  CHECK(by.size() == 4);  // allgather, allreduce, alltoall, reducescatter
+  CHECK(by.count("alltoall") == 1);
+  for (const auto& t : total) {
+    int rows_in = 0, dionsim_in = 0, baseline_in = 0;
+    for (const auto& [collective, regimes] : by) {
+      for (const auto& s : regimes) {
+        if (s.regime != t.regime) continue;
+        rows_in += s.rows;
+        dionsim_in += s.dionsim_within;
+        baseline_in += s.baseline_within;
+      }
+    }
+    CHECK(rows_in == t.rows);
+    CHECK(dionsim_in == t.dionsim_within);
+    CHECK(baseline_in == t.baseline_within);
+  }
+  // Only all-reduce has published rows at <= 64 KiB.
+  for (const auto& [collective, regimes] : by)
+    for (const auto& s : regimes) CHECK((s.regime != SizeRegime::latency || collective == "allreduce"));
+}
+
 TEST_CASE("validate-collectives per preset: the regimes' rows split by fabric, none lost", "[collective][validate]") {
   const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
   const auto predictions = predict_published(rows);
