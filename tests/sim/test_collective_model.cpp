@@ -540,42 +540,14 @@ TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, 
   CHECK(gb300_cross_rack > 0);
 }
 
-TEST_CASE("validate-collectives per collective: the regimes' rows split by collective, none lost", "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  const auto predictions = predict_published(rows);
-  const auto total = summarize(predictions);
-  const auto by = summarize_by_collective(predictions);
-  CHECK(by.size() == 4);  // allgather, allreduce, alltoall, reducescatter
-  CHECK(by.count("alltoall") == 1);
+namespace {
+// Each regime's rows and in-goal counts are the sum of its groups' (none lost, none counted twice),
+// and no group lists a regime it has no rows in.
+void check_split_loses_no_row(const std::vector<RegimeSummary>& total,
+                              const std::map<std::string, std::vector<RegimeSummary>>& by) {
   for (const auto& t : total) {
     int rows_in = 0, dionsim_in = 0, baseline_in = 0;
-    for (const auto& [collective, regimes] : by) {
-      for (const auto& s : regimes) {
-        if (s.regime != t.regime) continue;
-        rows_in += s.rows;
-        dionsim_in += s.dionsim_within;
-        baseline_in += s.baseline_within;
-      }
-    }
-    CHECK(rows_in == t.rows);
-    CHECK(dionsim_in == t.dionsim_within);
-    CHECK(baseline_in == t.baseline_within);
-  }
-  // Only all-reduce has published rows at <= 64 KiB.
-  for (const auto& [collective, regimes] : by)
-    for (const auto& s : regimes) CHECK((s.regime != SizeRegime::latency || collective == "allreduce"));
-}
-
-TEST_CASE("validate-collectives per preset: the regimes' rows split by fabric, none lost", "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  const auto predictions = predict_published(rows);
-  const auto total = summarize(predictions);
-  const auto by = summarize_by_preset(predictions);
-  CHECK(by.count("h100-ndr400") == 1);
-  CHECK(by.count("gb300-nvl72") == 1);
-  for (const auto& t : total) {
-    int rows_in = 0, dionsim_in = 0, baseline_in = 0;
-    for (const auto& [preset, regimes] : by) {
+    for (const auto& [group, regimes] : by) {
       for (const auto& s : regimes) {
         CHECK(s.rows > 0);
         if (s.regime != t.regime) continue;
@@ -588,6 +560,30 @@ TEST_CASE("validate-collectives per preset: the regimes' rows split by fabric, n
     CHECK(dionsim_in == t.dionsim_within);
     CHECK(baseline_in == t.baseline_within);
   }
+}
+}  // namespace
+
+TEST_CASE("validate-collectives per collective: the regimes' rows split by collective, none lost", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto predictions = predict_published(rows);
+  const auto total = summarize(predictions);
+  const auto by = summarize_by_collective(predictions);
+  CHECK(by.size() == 4);  // allgather, allreduce, alltoall, reducescatter
+  CHECK(by.count("alltoall") == 1);
+  check_split_loses_no_row(total, by);
+  // Only all-reduce has published rows at <= 64 KiB.
+  for (const auto& [collective, regimes] : by)
+    for (const auto& s : regimes) CHECK((s.regime != SizeRegime::latency || collective == "allreduce"));
+}
+
+TEST_CASE("validate-collectives per preset: the regimes' rows split by fabric, none lost", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  const auto predictions = predict_published(rows);
+  const auto total = summarize(predictions);
+  const auto by = summarize_by_preset(predictions);
+  CHECK(by.count("h100-ndr400") == 1);
+  CHECK(by.count("gb300-nvl72") == 1);
+  check_split_loses_no_row(total, by);
 }
 
 TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[collective][validate]") {
