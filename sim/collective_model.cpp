@@ -322,13 +322,13 @@ NcclProto CollectiveModel::alltoall_protocol(std::int64_t bytes) const {
   // Across nodes a peer's send below NCCL's minimum part (half a 128 KiB net chunk) takes one
   // channel, so NCCL's LL rule (<= 16 KiB per channel) is 16 KiB per peer there.
   if (shape_.nodes > 1 || shape_.ranks_per_node < 2) return per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
-  return nccl_p2p_plan(shape_, per_peer).ll ? NcclProto::ll : NcclProto::simple;
+  return nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), per_peer).ll ? NcclProto::ll : NcclProto::simple;
 }
 
 double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
   // Across NVLink domains the network carries the all-to-all and the NVLink copies hide behind it.
   if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
-  const NcclP2pPlan plan = nccl_p2p_plan(shape_, bytes / ranks());
+  const NcclP2pPlan plan = nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), bytes / ranks());
   // A part crosses two stages per step (the sender's copy into the peer's buffer, the receiver's
   // copy out), each at the channel's share of the GPU's NVLink rate: one step more than the
   // part's own steps.

@@ -4,6 +4,7 @@
 #include "sim/nccl_tuning.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <limits>
@@ -268,15 +269,11 @@ std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& s) {
 }
 
 namespace {
-int pow2_up(int v) {
-  int p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
+int pow2_up(int v) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>(std::max(v, 1)))); }
 std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
-NcclP2pPlan nccl_p2p_plan(const CommShape& s, std::int64_t bytes_per_peer) {
+NcclP2pPlan nccl_p2p_plan(const CommShape& s, const NcclGraph& ring, std::int64_t bytes_per_peer) {
   if (s.nodes != 1 || s.ranks_per_node < 2 || bytes_per_peer < 0)
     throw std::invalid_argument("nccl_p2p_plan: one NVLink domain of >= 2 GPUs and bytes >= 0 only");
   constexpr int kMaxChannels = 64;                      // MAXCHANNELS
@@ -286,7 +283,7 @@ NcclP2pPlan nccl_p2p_plan(const CommShape& s, std::int64_t bytes_per_peer) {
   const int n = s.ranks_per_node;
   NcclP2pPlan plan;
   // connect.cc duplicates the searched ring channels once more; p2p channels are its pow2Up.
-  plan.p2p_channels = std::min(kMaxChannels, pow2_up(std::min(kMaxChannels, 2 * nccl_graphs(s)[kRing].channels)));
+  plan.p2p_channels = std::min(kMaxChannels, pow2_up(std::min(kMaxChannels, 2 * ring.channels)));
   // ncclTopoGetNchannels: 2 x (the GPU's NVLink bandwidth / one link's) for an NVLink peer.
   const double link_GBps = s.arch == GpuArch::blackwell ? 50.0 : 25.0;  // nominal per NVLink, per direction
   const int links = std::max(1, static_cast<int>(std::floor(s.nvlink_GBps / link_GBps + 1e-9)));

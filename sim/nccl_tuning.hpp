@@ -132,9 +132,10 @@ struct NcclP2pPlan {
   std::int64_t step_bytes = 0;  // payload per pipeline step: P2P_NVL_CHUNKSIZE (Simple), an LL slot
   int active_channels = 0;    // channels carrying a part: min(p2p_channels, peers x parts)
 };
-// For a communicator of one NVLink domain (shape.nodes == 1) and `bytes_per_peer` sent to each
-// peer; throws std::invalid_argument otherwise.
-[[nodiscard]] NcclP2pPlan nccl_p2p_plan(const CommShape& shape, std::int64_t bytes_per_peer);
+// For a communicator of one NVLink domain (shape.nodes == 1) whose searched ring graph is `ring`
+// (NcclTuningModel::graph(NcclAlgo::ring)) and `bytes_per_peer` sent to each peer; throws
+// std::invalid_argument otherwise.
+[[nodiscard]] NcclP2pPlan nccl_p2p_plan(const CommShape& shape, const NcclGraph& ring, std::int64_t bytes_per_peer);
 
 // The graph search, approximated: see the header comment.
 [[nodiscard]] std::array<NcclGraph, kNcclAlgos> nccl_graphs(const CommShape& shape);

@@ -404,7 +404,10 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   // 24 channels, 32 p2p channels; 18 NVLinks give 36 -> 64 channels per peer, capped at 32; with
   // 8 ranks an operation starts on 4 (4 x 8 = 32).
   const CommShape node = hopper(1, 8);
-  const auto plan = [&](std::int64_t per_peer) { return nccl_p2p_plan(node, per_peer); };
+  const auto plan_of = [](const CommShape& shape, std::int64_t per_peer) {
+    return nccl_p2p_plan(shape, nccl_graphs(shape)[static_cast<int>(NcclAlgo::ring)], per_peer);
+  };
+  const auto plan = [&](std::int64_t per_peer) { return plan_of(node, per_peer); };
   CHECK(plan(1 << 20).p2p_channels == 32);
   CHECK(plan(1 << 20).channels_per_peer == 32);
   CHECK(plan(8 << 20).parts == 4);  // 2 MiB parts <= 32 chunks of 512 KiB
@@ -425,9 +428,9 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   tray.arch = GpuArch::blackwell;
   tray.ranks_per_node = 4;
   tray.nvlink_GBps = 900;
-  CHECK(nccl_p2p_plan(tray, 1 << 20).parts == 8);
-  CHECK(nccl_p2p_plan(tray, 1 << 20).p2p_channels == 32);
-  CHECK_THROWS_AS(nccl_p2p_plan(hopper(2, 8), 1 << 20), std::invalid_argument);
+  CHECK(plan_of(tray, 1 << 20).parts == 8);
+  CHECK(plan_of(tray, 1 << 20).p2p_channels == 32);
+  CHECK_THROWS_AS(plan_of(hopper(2, 8), 1 << 20), std::invalid_argument);
 
   // The fill: one 512 KiB step at the channel's share (1 / 28) of NCCL's NVLink rate, 450 x 0.824.
   const auto spec = topo::preset("h100-ndr400");
