@@ -69,7 +69,7 @@ int run_collective(std::span<const std::string> args) {
   std::string presets;
   for (const auto& n : topo::preset_names()) presets += (presets.empty() ? "" : ", ") + n;
   cmd.options().add_options()
-      ("op", po::value<std::string>()->required(), "alltoall | allgather | reducescatter | sendrecv")
+      ("op", po::value<std::string>()->required(), "alltoall | allgather | reducescatter | allreduce | sendrecv")
       ("algo", po::value<std::string>()->default_value("auto"),
        "NCCL algorithm(s) allowed, as NCCL_ALGO: ring, tree, nvls, nvlstree, pat, a comma list, ^list, or auto")
       ("proto", po::value<std::string>()->default_value("auto"), "NCCL protocol(s) allowed, as NCCL_PROTO: ll, ll128, simple, or auto")

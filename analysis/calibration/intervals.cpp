@@ -229,10 +229,11 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
     if (r.placement != "out-of-place" && r.placement != "in-place") continue;
     bandwidth.push_back(r);
   }
-  // (cluster, GPUs per node, all-to-all?) -> nodes -> measured / modelled of its rows.
+  // (cluster, GPUs per node, all-to-all?) -> nodes -> measured / modelled of its rows. Only rows
+  // whose ranks span NVLink domains: the trays of one NVL72 rack are hosts, but no network.
   std::map<std::tuple<std::string, int, bool>, std::map<int, std::vector<double>>> groups;
   for (const auto& p : predict_published(bandwidth)) {
-    if (!p.skipped.empty() || !(p.dionsim_us > 0)) continue;
+    if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains < 2) continue;
     const auto& r = *p.row;
     const std::string cluster = r.source.substr(0, r.source.find(' ')) + "|" + r.gpu;
     groups[{cluster, r.gpus_per_node, r.collective == "alltoall"}][r.nodes].push_back(r.time_us / p.dionsim_us);
@@ -271,6 +272,33 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
   return e;
 }
 
+IntraDomainAlltoallPrior intra_domain_alltoall_prior_from_published(const std::vector<PublishedRow>& rows) {
+  constexpr std::int64_t kMinBytes = std::int64_t{64} << 20;  // validate-collectives' bandwidth regime
+  std::vector<PublishedRow> bandwidth;
+  for (const auto& r : rows) {
+    if (r.collective != "alltoall" || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
+    if (r.placement != "out-of-place" && r.placement != "in-place") continue;
+    bandwidth.push_back(r);
+  }
+  // (cluster, nodes, GPUs per node) -> measured / modelled of its one-domain rows.
+  std::map<std::tuple<std::string, int, int>, std::vector<double>> groups;
+  for (const auto& p : predict_published(bandwidth)) {
+    if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains != 1) continue;
+    const auto& r = *p.row;
+    groups[{r.source.substr(0, r.source.find(' ')) + "|" + r.gpu, r.nodes, r.gpus_per_node}].push_back(r.time_us /
+                                                                                                     p.dionsim_us);
+  }
+  std::vector<double> medians;
+  IntraDomainAlltoallPrior e;
+  for (const auto& [key, ratios] : groups) {
+    medians.push_back(median(ratios));
+    e.rows += static_cast<int>(ratios.size());
+  }
+  std::tie(e.time_low, e.time_high) = prediction_range(medians);
+  e.groups = static_cast<int>(medians.size());
+  return e;
+}
+
 const std::map<std::string, double>& default_model_error() {
   // Relative rms of the leave-one-out errors of the seed calibration (docs/calibration.md, five
   // configurations), by whatif metric; test_intervals recomputes them.
@@ -295,8 +323,9 @@ const std::vector<ParameterPrior>& parameter_priors() {
       {"alltoall_inter_efficiency", true, 1.0 / kAlltoallVsRingHigh, 1.0 / kAlltoallVsRingLow,
        "published clusters: all-to-all over ring median time ratio per (cluster, nodes, GPUs per node), "
        "distribution-free 90 % range"},
-      {"alltoall_intra_efficiency", true, 0.672, 0.937,
-       "validate-collectives, one-node all-to-all >= 64 MiB (40 rows): exp(0.065)..exp(0.397)"},
+      {"alltoall_intra_efficiency", true, 1.0 / kIntraAlltoallTimeHigh, 1.0 / kIntraAlltoallTimeLow,
+       "published all-to-alls >= 64 MiB inside one NVLink domain (H100 nodes, GB200/GB300 trays and racks): median "
+       "measured / modelled time per (cluster, nodes, GPUs per node), distribution-free 90 % range"},
       {"alltoall_latency_us", false, 0.0, 300.0, "fitted per-all-to-all cost of five calibrations: 91-304 us"},
       {"rank_skew_ms", false, 0.0, 3.5, "fitted arrival skew of five calibrations: 1.1-3.5 ms"},
       {"ns_gemm_overlap_slowdown", false, 1.0, 1.87,

@@ -111,9 +111,21 @@ struct InterNodePriorEstimate {
 };
 [[nodiscard]] InterNodePriorEstimate inter_node_prior_from_published(const std::vector<PublishedRow>& rows);
 // inter_node_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
-inline constexpr double kLinkTimeLow = 0.780, kLinkTimeHigh = 3.198;          // 29 groups
-inline constexpr double kAlltoallVsRingLow = 0.807, kAlltoallVsRingHigh = 2.925;  // 15 pairs
-inline constexpr double kNodeScaling = 0.349;                                     // 19 steps
+inline constexpr double kLinkTimeLow = 0.780, kLinkTimeHigh = 3.198;          // 25 groups
+inline constexpr double kAlltoallVsRingLow = 0.807, kAlltoallVsRingHigh = 2.925;  // 12 pairs
+inline constexpr double kNodeScaling = 0.349;                                     // 11 steps
+
+// The one-domain all-to-all of an unseen cluster (the whatif parameter alltoall_intra_efficiency),
+// from the same rows: all-to-alls >= 64 MiB whose ranks share one NVLink domain, grouped by
+// (cluster, nodes, GPUs per node); a group's value is its median measured / modelled time, the
+// 90 % range the distribution-free prediction interval for one more group (as the link's above).
+struct IntraDomainAlltoallPrior {
+  double time_low = 1, time_high = 1;  // time factors on the model's one-domain all-to-all
+  int groups = 0, rows = 0;
+};
+[[nodiscard]] IntraDomainAlltoallPrior intra_domain_alltoall_prior_from_published(const std::vector<PublishedRow>& rows);
+// intra_domain_alltoall_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
+inline constexpr double kIntraAlltoallTimeLow = 1.072, kIntraAlltoallTimeHigh = 1.229;  // 7 groups
 
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).

@@ -138,6 +138,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
                             std::to_string(spec.nic_GBps);
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
+    p.nvlink_domains = model->shape().nodes;
     const NcclChoice forced = NcclChoice::parse(algo_env, env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
                                                 where + ": NCCL_PROTO");
     CollectiveOp op = CollectiveOp::alltoall;

@@ -157,14 +157,16 @@ TEST_CASE("the inter-node prior is the published clusters' against the fabric as
   const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
   const auto e = inter_node_prior_from_published(rows);
   auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
-  CHECK(e.link_groups == 29);
-  CHECK(e.alltoall_pairs == 15);
-  CHECK(e.node_scaling_steps == 19);
+  CHECK(e.link_groups == 25);  // NVL72 trays of one rack are not inter-node
+  CHECK(e.alltoall_pairs == 12);
+  CHECK(e.node_scaling_steps == 11);
   CHECK(round3(e.link_time_low) == Approx(kLinkTimeLow).margin(1e-12));
   CHECK(round3(e.link_time_high) == Approx(kLinkTimeHigh).margin(1e-12));
   CHECK(round3(e.alltoall_vs_ring_low) == Approx(kAlltoallVsRingLow).margin(1e-12));
   CHECK(round3(e.alltoall_vs_ring_high) == Approx(kAlltoallVsRingHigh).margin(1e-12));
   CHECK(round3(e.node_scaling) == Approx(kNodeScaling).margin(1e-12));
+  INFO("link " << e.link_time_low << ".." << e.link_time_high << " a2a/ring " << e.alltoall_vs_ring_low << ".."
+                << e.alltoall_vs_ring_high << " scaling " << e.node_scaling);
   // The seed thread's ~19 GB/s per rank in the 2-node all-to-all is 0.39 of NDR400's 48 GB/s
   // effective: inside the range (it was not used to set it).
   CHECK(kLinkTimeHigh > 48.0 / 18.9);
@@ -179,6 +181,25 @@ TEST_CASE("the inter-node prior is the published clusters' against the fabric as
   parse_inter_node_prior("0.9,2.5", bad);
   CHECK(bad.link_time_low == 0.9);
   CHECK(bad.link_time_high == 2.5);
+}
+
+TEST_CASE("the one-domain all-to-all prior is the published NVLink domains' against the model", "[intervals]") {
+  const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
+  const auto e = intra_domain_alltoall_prior_from_published(rows);
+  auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
+  INFO("one-domain all-to-all " << e.time_low << ".." << e.time_high << " over " << e.groups << " groups, " << e.rows
+                                << " rows");
+  // One H100 node; one, two and 16 trays of a GB300 rack and of a GB200 rack.
+  CHECK(e.groups == 7);
+  CHECK(e.rows == 84);
+  CHECK(round3(e.time_low) == Approx(kIntraAlltoallTimeLow).margin(1e-12));
+  CHECK(round3(e.time_high) == Approx(kIntraAlltoallTimeHigh).margin(1e-12));
+  // The prior whatif uses is that range, as a factor on the efficiency.
+  const auto& priors = parameter_priors();
+  const auto p = std::find_if(priors.begin(), priors.end(), [](const auto& q) { return q.name == "alltoall_intra_efficiency"; });
+  REQUIRE(p != priors.end());
+  CHECK(p->low == Approx(1.0 / kIntraAlltoallTimeHigh));
+  CHECK(p->high == Approx(1.0 / kIntraAlltoallTimeLow));
 }
 
 namespace {
