@@ -171,6 +171,7 @@ FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow
   for (const auto& r : rows) {
     if (r.nodes < 2 || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
     if (r.placement != "out-of-place" && r.placement != "in-place") continue;
+    if (nvlink_domains_of(r).value_or(r.nodes) < 2) continue;  // the trays of one NVL72 rack: no network
     // One cluster = one repository's rows of one GPU label: "github.com/KeitaW/p5-nccl-test-2024-07-19"
     // holds three runs (NCCL 2.20 / 2.22 / 2.22 with tuner) of one pair of p5 nodes.
     const std::string repository = r.source.substr(0, r.source.find(' '));
@@ -343,7 +344,7 @@ void check_interval_options(const IntervalOptions& options) {
   };
   if (!(options.fabric_spread >= 0 && options.fabric_spread <= 1))
     throw_bad_usage("--fabric-spread", text(options.fabric_spread),
-                    "a relative spread in [0, 1] (the standard deviation of log bandwidth, e.g. 0.023)");
+                    "a relative spread in [0, 1] (the standard deviation of log bandwidth, e.g. 0.024)");
   if (!(options.link_time_low > 0 && options.link_time_low <= options.link_time_high && options.link_time_high <= 100))
     throw_bad_usage("--inter-node-prior", text(options.link_time_low) + "," + text(options.link_time_high),
                     "LO,HI with 0 < LO <= HI <= 100: the 90 % range of the inter-node link's time as a factor on the "

@@ -56,6 +56,13 @@ std::optional<std::string> preset_for(const PublishedRow& row) {
   return std::nullopt;
 }
 
+std::optional<int> nvlink_domains_of(const PublishedRow& row) {
+  const auto preset = preset_for(row);
+  if (!preset || row.gpus_per_node < 1) return std::nullopt;
+  const int nodes = std::max(1, row.world / row.gpus_per_node);
+  return sim::comm_shape(topo::preset(*preset, "nvlink_domains_of"), nodes, row.gpus_per_node).nodes;
+}
+
 std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node) {
   const std::string text = lower(nic);
   if (gpus_per_node < 1 || text.find("not stated") != std::string::npos) return std::nullopt;

@@ -29,6 +29,10 @@ struct ClusterPreset {
 // nullopt when no entry matches.
 [[nodiscard]] std::optional<std::string> preset_for(const PublishedRow& row);
 
+// The NVLink domains a row's ranks span on its preset (NCCL's node count; 1 = no network: one H100
+// node, or any trays of one NVL72 rack); nullopt when no preset matches.
+[[nodiscard]] std::optional<int> nvlink_domains_of(const PublishedRow& row);
+
 // The NIC bandwidth per GPU (GB/s, nominal) a row's nic column states: "<n>x<rate> Gb/s per
 // node|tray" (an EFA generation may sit between: "32x EFAv2 100 Gb/s per node") or "<r> Tb/s per
 // node", over the row's GPUs per node. nullopt where the source leaves it unstated (the column
