@@ -12,6 +12,7 @@
 #include "experiments/cli.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/calibration/published_collectives.hpp"
+#include "analysis/calibration/published_extrapolation.hpp"
 
 namespace dionsim::cli {
 
@@ -19,10 +20,99 @@ namespace {
 
 double pct(int part, int whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
+nlohmann::json regime_json(const analysis::RegimeSummary& s, const char* dionsim, const char* baseline) {
+  return {{"regime", analysis::to_string(s.regime)},
+          {"rows", s.rows},
+          {std::string(dionsim) + "_within_goal_pct", pct(s.dionsim_within, s.rows)},
+          {std::string(baseline) + "_within_goal_pct", pct(s.baseline_within, s.rows)},
+          {std::string(dionsim) + "_median_abs_err", s.dionsim_median_abs_err},
+          {std::string(baseline) + "_median_abs_err", s.baseline_median_abs_err}};
+}
+
+std::string fitted_parameters(const analysis::ClusterExtrapolation& c) {
+  if (!c.not_fitted.empty()) return "not fitted: " + c.not_fitted;
+  const auto& v = c.fit.value;
+  const auto& e = c.fit.std_error;
+  std::string out;
+  const auto add = [&](const std::string& name, double value, double se) {
+    for (const auto& f : c.fit.fitted) {
+      if (f != name) continue;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%s %.3g±%.2g", out.empty() ? "" : ", ", name.c_str(), value, se);
+      out += buf;
+    }
+  };
+  add("collective_call_overhead_us", v.call_overhead_us, e.call_overhead_us);
+  add("collective_net_hop_extra_us", v.net_hop_extra_us, e.net_hop_extra_us);
+  add("nic_efficiency", v.nic_efficiency, e.nic_efficiency);
+  add("collective_nvlink_scale", v.nvlink_scale, e.nvlink_scale);
+  return out;
+}
+
+// --extrapolate: fit each cluster's smallest node count, predict its larger ones.
+int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolation& x) {
+  if (cmd.common().machine()) {
+    nlohmann::json out = {{"regimes", nlohmann::json::array()}, {"clusters", nlohmann::json::array()}, {"rows", nlohmann::json::array()}};
+    for (const auto& s : x.summary)
+      if (s.rows > 0) out["regimes"].push_back(regime_json(s, "calibrated", "nominal"));
+    for (const auto& c : x.clusters) {
+      nlohmann::json j = {{"cluster", c.cluster}, {"preset", c.preset}, {"gpus_per_node", c.gpus_per_node},
+                          {"fit_nodes", c.fit_nodes}, {"fit_rows", c.fit_rows}, {"predicted_nodes", c.predicted_nodes},
+                          {"fitted", fitted_parameters(c)}};
+      if (c.not_fitted.empty()) {
+        j["fit_rms_relative_error"] = c.fit.rms_relative_error;
+        j["fit_rms_relative_error_before"] = c.fit.rms_relative_error_before;
+      }
+      j["held_out"] = nlohmann::json::array();
+      for (const auto& s : c.held_out)
+        if (s.rows > 0) j["held_out"].push_back(regime_json(s, "calibrated", "nominal"));
+      out["clusters"].push_back(j);
+    }
+    for (const auto& p : x.held_out) {
+      out["rows"].push_back({{"line", p.row->line}, {"preset", p.preset}, {"collective", p.row->collective},
+                             {"nodes", p.row->world / p.row->gpus_per_node}, {"gpus_per_node", p.row->gpus_per_node},
+                             {"size_bytes", p.row->size_bytes}, {"measured_us", p.row->time_us},
+                             {"regime", analysis::to_string(analysis::regime_of(p.row->size_bytes))},
+                             {"calibrated_us", p.dionsim_us}, {"nominal_us", p.baseline_us}});
+    }
+    print_result(cmd.common(), out);
+    return 0;
+  }
+  std::printf("# each cluster's collective parameters fitted to its smallest node count only (as calibrate --nccl-tests),\n"
+              "# its larger node counts predicted; %zu held-out rows of %zu clusters, none of them fitted\n",
+              x.held_out.size(), x.clusters.size());
+  std::printf("%-24s %6s %20s %20s %18s %18s\n", "regime", "rows", "calibrated in goal %", "nominal in goal %",
+              "calibrated med |e|", "nominal med |e|");
+  for (const auto& s : x.summary) {
+    if (s.rows == 0) continue;  // no held-out row in that regime
+    std::printf("%-24s %6d %20.1f %20.1f %18.3f %18.3f\n", analysis::to_string(s.regime), s.rows,
+                pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.dionsim_median_abs_err,
+                s.baseline_median_abs_err);
+  }
+  std::printf("# per cluster: fitted at nodes (rows) -> predicted nodes; in goal %% calibrated / nominal (held-out rows) per regime\n");
+  for (const auto& c : x.clusters) {
+    std::string predicted;
+    for (const int n : c.predicted_nodes) predicted += (predicted.empty() ? "" : ",") + std::to_string(n);
+    std::string cells;
+    for (const auto& s : c.held_out) {
+      if (s.rows == 0) continue;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "  %s %.0f / %.0f (%d)", s.regime == analysis::SizeRegime::latency  ? "latency"
+                                                            : s.regime == analysis::SizeRegime::middle ? "middle"
+                                                                                                        : "bandwidth",
+                    pct(s.dionsim_within, s.rows), pct(s.baseline_within, s.rows), s.rows);
+      cells += buf;
+    }
+    std::printf("%s (%s, %d GPUs per node): %d (%d rows) -> %s;%s\n    %s\n", c.cluster.c_str(), c.preset.c_str(),
+                c.gpus_per_node, c.fit_nodes, c.fit_rows, predicted.c_str(), cells.c_str(), fitted_parameters(c).c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int run_validate_collectives(std::span<const std::string> args) {
-  Command cmd("validate-collectives", "[--published FILE] [--rows] [--mapping] [--calibration CALIB.json] [--json | --csv]",
+  Command cmd("validate-collectives", "[--published FILE] [--rows] [--mapping] [--calibration CALIB.json | --extrapolate] [--json | --csv]",
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
@@ -33,6 +123,8 @@ int run_validate_collectives(std::span<const std::string> args) {
       ("rows", "print every row's prediction")
       ("calibration", po::value<std::string>()->value_name("CALIB.json"),
        "apply a `calibrate --nccl-tests` calibration to every preset (rows it was fitted to are no longer predictions)")
+      ("extrapolate", "per cluster with several node counts: fit the collective parameters to its smallest node count "
+                      "only and predict its larger ones, calibrated beside nominal")
       ("mapping", "print the cluster -> preset table and exit");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
@@ -44,10 +136,13 @@ int run_validate_collectives(std::span<const std::string> args) {
                 "# per GPU; one it leaves unstated ('not stated') takes the preset's\n");
     return 0;
   }
+  if (cmd.has("extrapolate") && cmd.has("calibration"))
+    throw_bad_usage("--extrapolate", "with --calibration", "one of them: --extrapolate fits each cluster's own calibration");
   const auto rows = analysis::read_published_rows(vm["published"].as<std::string>());
   std::optional<analysis::Calibration> calibration;
   if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);
+  if (cmd.has("extrapolate")) return print_extrapolation(cmd, analysis::extrapolate_published(predictions));
   const auto summary = analysis::summarize(predictions);
   const auto by_preset = analysis::summarize_by_preset(predictions);
   const auto by_collective = analysis::summarize_by_collective(predictions);

@@ -106,13 +106,53 @@ bool within_goal(SizeRegime r, double ratio) {
   return false;
 }
 
+namespace {
+
+std::string where_of(const PublishedRow& row) { return "measurements.csv:" + std::to_string(row.line); }
+
+CollectiveOp op_of(const PublishedRow& row) {
+  if (row.collective == "allgather") return CollectiveOp::allgather;
+  if (row.collective == "reducescatter") return CollectiveOp::reducescatter;
+  if (row.collective == "allreduce") return CollectiveOp::allreduce;
+  return CollectiveOp::alltoall;
+}
+
+NcclChoice forced_choice_of(const PublishedRow& row) {
+  const std::string where = where_of(row);
+  return NcclChoice::parse(env_value(row.env, "NCCL_ALGO"), env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
+                           where + ": NCCL_PROTO");
+}
+
+}  // namespace
+
+topo::FabricSpec row_fabric(const RowPrediction& p) {
+  topo::FabricSpec spec = topo::preset(p.preset, where_of(*p.row) + ": preset");
+  // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
+  // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
+  if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
+  return spec;
+}
+
+CollectiveSample row_sample(const RowPrediction& p) {
+  const PublishedRow& row = *p.row;
+  CollectiveSample s;
+  s.op = op_of(row);
+  s.gpus_per_node = row.gpus_per_node;
+  s.nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
+  s.bytes = row.size_bytes;
+  s.time_us = row.time_us;
+  s.forced = forced_choice_of(row);
+  s.where = where_of(row);
+  return s;
+}
+
 std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows, const Calibration* calibration) {
   std::vector<RowPrediction> out;
   std::map<std::string, std::unique_ptr<CollectiveModel>> models;  // per preset and shape
   for (const auto& row : rows) {
     RowPrediction p;
     p.row = &row;
-    const std::string where = "measurements.csv:" + std::to_string(row.line);
+    const std::string where = where_of(row);
     const auto preset = preset_for(row);
     if (!preset) throw_bad_input(where, "gpu", row.gpu, "a GPU the cluster -> preset table maps (docs/simulator.md)");
     p.preset = *preset;
@@ -134,11 +174,8 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
       throw_bad_input(where, "world", std::to_string(row.world), "a multiple of gpus_per_node");
     }
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
-    topo::FabricSpec spec = topo::preset(p.preset, where + ": preset");
-    // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
-    // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
     p.stated_nic_GBps = stated_nic_GBps_per_gpu(row.nic, row.gpus_per_node);
-    if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
+    topo::FabricSpec spec = row_fabric(p);
     sim::ModelOptions options;
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
@@ -146,13 +183,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;
-    const NcclChoice forced = NcclChoice::parse(algo_env, env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
-                                                where + ": NCCL_PROTO");
-    CollectiveOp op = CollectiveOp::alltoall;
-    if (row.collective == "allgather") op = CollectiveOp::allgather;
-    if (row.collective == "reducescatter") op = CollectiveOp::reducescatter;
-    if (row.collective == "allreduce") op = CollectiveOp::allreduce;
-    const CollectiveCost c = model->cost(op, row.size_bytes, forced, Mode::fast);
+    const CollectiveCost c = model->cost(op_of(row), row.size_bytes, forced_choice_of(row), Mode::fast);
     p.algorithm = c.algorithm;
     p.protocol = c.protocol;
     p.chosen_by = c.chosen_by;

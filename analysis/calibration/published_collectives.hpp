@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "analysis/calibration/collective_fit.hpp"
 #include "analysis/measured/nccl_published.hpp"
+#include "topologies/topology.hpp"
 
 namespace dionsim::analysis {
 
@@ -66,6 +68,11 @@ struct RowPrediction {
 struct Calibration;
 [[nodiscard]] std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows,
                                                            const Calibration* calibration = nullptr);
+
+// A predicted row (not skipped) as the collective fit takes it (collective_fit.hpp): the fabric it
+// is predicted on — its preset, with the NIC the row states — and the measured call.
+[[nodiscard]] topo::FabricSpec row_fabric(const RowPrediction& prediction);
+[[nodiscard]] CollectiveSample row_sample(const RowPrediction& prediction);
 
 struct RegimeSummary {
   SizeRegime regime = SizeRegime::latency;
