@@ -125,11 +125,12 @@ StepFabric without_latency(StepFabric f) {
 }  // namespace
 
 FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
-                                             std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks)
+                                             std::optional<double> alltoall_algbw_GBps, ModelOptions options,
+                                             int exact_limit_ranks)
     : topology_(topo::shared_topology(spec, nodes, gpus_per_node)),
       closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
       closed_form_no_latency_(without_latency(step_fabric(spec, nodes, gpus_per_node))),
-      model_(spec, nodes, gpus_per_node),
+      model_(spec, nodes, gpus_per_node, options),
       use_engine_(topology_->symmetric() || topology_->ranks() <= exact_limit_ranks) {}
 
 std::pair<CollectiveOp, std::int64_t> FabricCollectiveTimer::model_call(const CollectiveRequest& r) const {

@@ -102,7 +102,8 @@ class SymmetricFabricTimer final : public CollectiveTimer {
 class FabricCollectiveTimer final : public CollectiveTimer {
  public:
   FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
-                        std::optional<double> alltoall_algbw_GBps, int exact_limit_ranks = 256);
+                        std::optional<double> alltoall_algbw_GBps, ModelOptions options = {},
+                        int exact_limit_ranks = 256);
   [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
   [[nodiscard]] CollectiveChoice choice(const CollectiveRequest& request) const override;
   [[nodiscard]] bool uses_engine() const { return use_engine_; }

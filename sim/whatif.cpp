@@ -125,6 +125,14 @@ nlohmann::json to_json(const WhatifConfig& c) {
     j["alltoall_inter_efficiency"] = c.alltoall_inter_efficiency;
     j["alltoall_latency_us"] = c.alltoall_latency_us;
   }
+  const ModelOptions uncalibrated;
+  if (c.collective_options.call_overhead_us != uncalibrated.call_overhead_us ||
+      c.collective_options.net_hop_extra_us != uncalibrated.net_hop_extra_us ||
+      c.collective_options.nvlink_scale != uncalibrated.nvlink_scale) {
+    j["collective_call_overhead_us"] = c.collective_options.call_overhead_us;
+    j["collective_net_hop_extra_us"] = c.collective_options.net_hop_extra_us;
+    j["collective_nvlink_scale"] = c.collective_options.nvlink_scale;
+  }
   return j;
 }
 
@@ -520,7 +528,8 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
   // group runs the same collectives at once on disjoint NVLink domains / NICs (exact on
   // non-blocking fabrics; oversubscribed spines shared by the groups are not modelled).
   const SubFabric sub = shard_fabric(config);
-  const FabricCollectiveTimer fabric_timer(config.fabric, sub.nodes, sub.gpus_per_node, config.alltoall_algbw_GBps);
+  const FabricCollectiveTimer fabric_timer(config.fabric, sub.nodes, sub.gpus_per_node, config.alltoall_algbw_GBps,
+                                           config.collective_options);
   const bool crosses_domains = config.shard_world() > topo::with_gpus_per_host(config.fabric, sub.gpus_per_node).gpus_per_nvlink_domain;
   const double a2a_efficiency = crosses_domains ? config.alltoall_inter_efficiency : config.alltoall_intra_efficiency;
   if (!(a2a_efficiency > 0.0 && a2a_efficiency <= 1.0) || !(config.alltoall_latency_us >= 0.0)) {
@@ -587,7 +596,7 @@ WhatifResult run_whatif(const WhatifConfig& config, const opt::Inventory& invent
     // HSDP: one all-reduce of the layer's reduced shard across the replicas (NCCL's choice of
     // ring / tree / NVLS and protocol on the replicas' own communicator).
     const ReplicaComm rc = replica_comm(config.fabric, config.nodes, config.gpus_per_node, config.shard_world());
-    const CollectiveModel replicas(rc.spec, rc.nodes, rc.gpus_per_node);
+    const CollectiveModel replicas(rc.spec, rc.nodes, rc.gpus_per_node, config.collective_options);
     layer.allreduce_ns = model_time_ns(replicas.cost(CollectiveOp::allreduce, fb.allreduce_bytes));
   }
   r.fwd_bwd = fwd_bwd(tc, layer);

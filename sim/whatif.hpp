@@ -58,6 +58,11 @@ struct WhatifConfig {
   double alltoall_intra_efficiency = 1.0;
   double alltoall_inter_efficiency = 1.0;
   double alltoall_latency_us = 0.0;
+  // The collective model's parameters for every collective of the step (the optimizer's, FSDP's,
+  // HSDP's replica all-reduce): a `calibrate --nccl-tests` fit of the user's cluster
+  // (analysis/calibration/collective_fit.hpp), the same ones `collective --calibration` applies.
+  // Defaults = the uncalibrated model.
+  ModelOptions collective_options;
   // Spread (standard deviation, ms) of the ranks' arrival times at the optimizer step: ranks leave
   // forward/backward at slightly different times (host jitter), and the first collective of the
   // step — the first all-to-all for local and global, the norms all-gather for global_capped —

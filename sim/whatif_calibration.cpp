@@ -142,6 +142,9 @@ void apply_fabric_part(const StepCalibration& step, WhatifConfig& config) {
   if (step.alltoall_inter_efficiency) config.alltoall_inter_efficiency = *step.alltoall_inter_efficiency;
   if (step.alltoall_latency_us) config.alltoall_latency_us = *step.alltoall_latency_us;
   if (step.rank_skew_ms && !config.rank_skew_ms) config.rank_skew_ms = step.rank_skew_ms;
+  if (step.collective_call_overhead_us) config.collective_options.call_overhead_us = *step.collective_call_overhead_us;
+  if (step.collective_net_hop_extra_us) config.collective_options.net_hop_extra_us = *step.collective_net_hop_extra_us;
+  if (step.collective_nvlink_scale) config.collective_options.nvlink_scale = *step.collective_nvlink_scale;
 }
 
 }  // namespace

@@ -40,8 +40,12 @@ struct StepCalibration {
   std::optional<double> rank_skew_ms;  // WhatifConfig::rank_skew_ms unless the command line set it
   std::optional<double> collective_hbm_slowdown;  // likewise WhatifConfig::collective_hbm_slowdown
   std::optional<double> host_launch_us;  // WhatifConfig::host_launch_us unless the command line set it
+  // The collective model's own parameters (`calibrate --nccl-tests`, analysis/calibration/
+  // collective_fit.hpp): WhatifConfig::collective_options.
+  std::optional<double> collective_call_overhead_us, collective_net_hop_extra_us, collective_nvlink_scale;
   // The fabric preset the calibration was fitted on: the fabric-scoped values (NIC and all-to-all
-  // efficiencies, all-to-all latency, rank skew, measured all-to-all bandwidths) apply to
+  // efficiencies, all-to-all latency, rank skew, the collective model's parameters, measured
+  // all-to-all bandwidths) apply to
   // configurations on that fabric only — a NIC efficiency fitted on InfiniBand says nothing about
   // EFA. A fabric matches by its preset name (an overridden NIC bandwidth, "h100-ndr400@25", is
   // still that fabric: X GB/s × the fitted efficiency). "" = every fabric (kernel calibrations).

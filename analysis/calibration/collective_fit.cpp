@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "analysis/calibration/fit.hpp"
+#include "analysis/calibration/parameters.hpp"
 #include "common/error.hpp"
 
 namespace dionsim::analysis {
@@ -178,7 +179,10 @@ Calibration calibration_from_collective_fit(const CollectiveModelFit& fit, const
                                             const std::string& tool) {
   Calibration c;
   c.name = name;
-  c.hardware = fabric.name;
+  // The fabric it was fitted on (its parameters apply there: collective, whatif) and the GPU of
+  // that fabric's nodes (a calibration names its GPU; this one holds no GPU parameter).
+  c.fabric = fabric.name.substr(0, fabric.name.find('@'));
+  c.hardware = gpu_label_of_fabric(fabric.name).value_or(fabric.name);
   c.sources = sources;
   c.tool = tool;
   c.method = "collective model (sim/collective_model.hpp) on fabric " + fabric.name +

@@ -68,6 +68,9 @@ void set_step(const sim::StepCalibration& s, sim::WhatifConfig& c, const std::se
   if (s.alltoall_intra_efficiency) c.alltoall_intra_efficiency = *s.alltoall_intra_efficiency;
   if (s.alltoall_inter_efficiency) c.alltoall_inter_efficiency = *s.alltoall_inter_efficiency;
   if (s.alltoall_latency_us) c.alltoall_latency_us = *s.alltoall_latency_us;
+  if (s.collective_call_overhead_us) c.collective_options.call_overhead_us = *s.collective_call_overhead_us;
+  if (s.collective_net_hop_extra_us) c.collective_options.net_hop_extra_us = *s.collective_net_hop_extra_us;
+  if (s.collective_nvlink_scale) c.collective_options.nvlink_scale = *s.collective_nvlink_scale;
   if (s.rank_skew_ms && !fixed.count("rank_skew_ms")) c.rank_skew_ms = s.rank_skew_ms;
   if (s.collective_hbm_slowdown && !fixed.count("collective_hbm_slowdown"))
     c.collective_hbm_slowdown = s.collective_hbm_slowdown;

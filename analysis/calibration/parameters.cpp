@@ -55,6 +55,15 @@ void host_launch(double v, std::string_view, KernelCalibration& c, const Hardwar
 void hbm_slowdown(double v, std::string_view, KernelCalibration& c, const Hardware&) {
   c.step.collective_hbm_slowdown = v;
 }
+void call_overhead(double v, std::string_view, KernelCalibration& c, const Hardware&) {
+  c.step.collective_call_overhead_us = v;
+}
+void net_hop_extra(double v, std::string_view, KernelCalibration& c, const Hardware&) {
+  c.step.collective_net_hop_extra_us = v;
+}
+void nvlink_scale(double v, std::string_view, KernelCalibration& c, const Hardware&) {
+  c.step.collective_nvlink_scale = v;
+}
 void a2a_algbw(double v, std::string_view s, KernelCalibration& c, const Hardware&) {
   c.alltoall_algbw_GBps_by_world[std::stoll(std::string(s))] = v;
 }
@@ -101,6 +110,13 @@ const std::vector<ParameterSpec> kParameters = {
      "NS GEMM throughput beside an NCCL kernel (traces; with the isolated one: the overlap slowdown)"},
     {"ns_gemm_isolated_overhead_us", "", "us", R::time, 0, 0, S::hardware, std::nullopt, ns_overhead,
      "fixed cost per NS GEMM (traces)"},
+    // The collective model's parameters (calibrate --nccl-tests, collective_fit.hpp; its bounds).
+    {"collective_call_overhead_us", "", "us", R::bounded, 0.0, 1e4, S::fabric, std::nullopt, call_overhead,
+     "collective model: cost once per call (launch, group, proxy wake-up)"},
+    {"collective_net_hop_extra_us", "", "us", R::bounded, -2.5, 1e3, S::fabric, std::nullopt, net_hop_extra,
+     "collective model: added to every inter-node step, beyond NCCL's / the fabric's"},
+    {"collective_nvlink_scale", "", "", R::bounded, 0.01, 100.0, S::fabric, std::nullopt, nvlink_scale,
+     "collective model: factor on NCCL's NVLink rate (the model caps it at the nominal rate)"},
     {"nccl_all_to_all_w", "_algbw_GBps", "GB/s", R::throughput, 0, 0, S::fabric, std::nullopt, a2a_algbw,
      "all-to-alls of world W pinned to this algorithm bandwidth (anchors: _w<W>_, nccl-tests: _w<W>_n<N>_)"},
 };
@@ -183,6 +199,19 @@ std::optional<GpuPreset> gpu_preset_of(const std::string& hardware_label) {
   };
   for (const auto& [key, preset] : kGpus) {
     if (l.find(key) != std::string::npos) return preset;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> gpu_label_of_fabric(const std::string& fabric_preset) {
+  const std::string base = fabric_preset.substr(0, fabric_preset.find('@'));
+  // Longest prefixes first: "p5en-" before "p5-", "gb200-" before "b200-".
+  static const std::pair<const char*, const char*> kFabrics[] = {
+      {"gb300-", "GB300"}, {"gb200-", "GB200"}, {"b300-", "B300"}, {"b200-", "B200"}, {"h200-", "H200"},
+      {"h100-", "H100"},   {"a100-", "A100"},   {"p5en-", "H200"}, {"p5-", "H100"},   {"p4d-", "A100"},
+  };
+  for (const auto& [prefix, gpu] : kFabrics) {
+    if (base.rfind(prefix, 0) == 0) return std::string(gpu);
   }
   return std::nullopt;
 }

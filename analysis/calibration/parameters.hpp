@@ -69,6 +69,10 @@ struct GpuPreset {
   std::string fabric;    // topologies preset: "h100-ndr400"
 };
 [[nodiscard]] std::optional<GpuPreset> gpu_preset_of(const std::string& hardware_label);
+// The GPU label of a fabric preset's nodes ("p5-efa" -> "H100", "gb200-nvl72" -> "GB200"; an
+// overridden "h100-ndr400@25" is h100-ndr400's), so that a calibration fitted on a fabric names
+// the GPU it applies to; nullopt for a name no preset starts with.
+[[nodiscard]] std::optional<std::string> gpu_label_of_fabric(const std::string& fabric_preset);
 // "A100, H100, H200, B200, B300, GB200 or GB300 (SXM; a label containing one, e.g. 'NVIDIA H100 80GB HBM3')".
 [[nodiscard]] std::string known_gpu_labels();
 

@@ -10,6 +10,9 @@
 #include <sstream>
 
 #include "analysis/calibration/collective_fit.hpp"
+#include "analysis/calibration/parameters.hpp"
+#include "sim/whatif.hpp"
+#include "sim/whatif_calibration.hpp"
 #include "analysis/measured/nccl_published.hpp"
 #include "common/error.hpp"
 
@@ -104,6 +107,31 @@ TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are r
   const sim::CollectiveModel applied(applied_fabric, 4, 8, options);
   CHECK(applied.cost(sim::CollectiveOp::allreduce, 1 << 26).time_us ==
         Approx(refit->cost(sim::CollectiveOp::allreduce, 1 << 26).time_us));
+
+  // The file names the fabric it was fitted on and that fabric's GPU, and reads back: whatif takes
+  // every parameter on that fabric (the collective model's own too), none on another.
+  CHECK(calibration.fabric == "h100-ndr400");
+  CHECK(calibration.hardware == "H100");
+  const auto reread = calibration_from_json(to_json(calibration), "synthetic.json");
+  std::map<std::string, double> values;
+  for (const auto& [name, p] : reread.parameters) values[name] = p.value;
+  const auto kernel = kernel_calibration_from_parameters("synthetic", reread.hardware, values,
+                                                         sim::hardware_preset("h100-sxm", "test"), reread.fabric);
+  CHECK(kernel.unused_parameters.empty());
+  sim::WhatifConfig config;
+  config.fabric = fabric;
+  CHECK(sim::apply_step_calibration(kernel.step, config));
+  CHECK(config.fabric.nic_efficiency == Approx(fit.value.nic_efficiency));
+  CHECK(config.collective_options.call_overhead_us == Approx(fit.value.call_overhead_us));
+  CHECK(config.collective_options.net_hop_extra_us == Approx(fit.value.net_hop_extra_us));
+  CHECK(config.collective_options.nvlink_scale == Approx(fit.value.nvlink_scale));
+  sim::WhatifConfig efa;
+  efa.fabric = topo::preset("p5-efa");
+  CHECK_FALSE(sim::apply_step_calibration(kernel.step, efa));
+  CHECK(efa.collective_options.call_overhead_us == 0);
+  CHECK(gpu_label_of_fabric("p5en-efa") == std::optional<std::string>("H200"));
+  CHECK(gpu_label_of_fabric("gb200-nvl72@64") == std::optional<std::string>("GB200"));
+  CHECK_FALSE(gpu_label_of_fabric("custom").has_value());
 
   // A single-node log cannot move the NICs or the network steps: left out, preset kept.
   std::vector<CollectiveSample> one_node;

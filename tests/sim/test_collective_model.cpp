@@ -458,6 +458,19 @@ TEST_CASE("whatif's collective timer gives the time `collective` prints for the 
     CHECK(timer.choice(ag).chosen_by == model.cost(CollectiveOp::allgather, 5760LL * w).chosen_by);
     const CollectiveRequest a2a{StepCollective::all_to_all, 64LL << 20, (64LL << 20) / w};
     CHECK(timer.time_ns(a2a) == static_cast<std::int64_t>(std::ceil(model.cost(CollectiveOp::alltoall, 64LL << 20).time_us * 1e3)));
+    // With a calibration's parameters (calibrate --nccl-tests) both take them: still the same time,
+    // and not the uncalibrated one.
+    ModelOptions calibrated;
+    calibrated.call_overhead_us = 40;
+    calibrated.net_hop_extra_us = 3;
+    calibrated.nvlink_scale = 0.9;
+    const FabricCollectiveTimer calibrated_timer(spec, nodes, gpn, std::nullopt, calibrated);
+    const CollectiveModel calibrated_model(spec, nodes, gpn, calibrated);
+    CHECK(calibrated_timer.time_ns(ag) ==
+          static_cast<std::int64_t>(std::ceil(calibrated_model.cost(CollectiveOp::allgather, 5760LL * w).time_us * 1e3)));
+    CHECK(calibrated_timer.time_ns(a2a) ==
+          static_cast<std::int64_t>(std::ceil(calibrated_model.cost(CollectiveOp::alltoall, 64LL << 20).time_us * 1e3)));
+    CHECK(calibrated_timer.time_ns(ag) >= timer.time_ns(ag) + 40000);
   }
 }
 
