@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "analysis/calibration/collective_fit.hpp"
+#include "analysis/calibration/published_evidence.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/parse.hpp"
@@ -55,6 +56,33 @@ std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
   return sim::sweep_sizes(parse_size_bytes(vm["minbytes"].as<std::string>(), "--minbytes"),
                           parse_size_bytes(vm["maxbytes"].as<std::string>(), "--maxbytes"),
                           vm["stepfactor"].as<std::int64_t>());
+}
+
+// The published track record of the model on `preset` (analysis/calibration/published_evidence.hpp),
+// as the lines under the table.
+std::string evidence_footer(const std::string& preset, const std::optional<analysis::PresetEvidence>& e, bool calibrated) {
+  if (!e) {
+    return "# no published nccl-tests rows on " + preset +
+           " (validate-collectives): the model is unvalidated on this fabric; treat its times as estimates\n";
+  }
+  const std::string whose = e->preset == preset ? "its" : e->preset + "'s, the same fabric's,";
+  std::string out = "# track record on " + preset + " (validate-collectives on " + whose +
+                    " published nccl-tests rows, every shape and collective" +
+                    (calibrated ? "; the uncalibrated model's" : "") + "), dionsim / measured time:\n";
+  static const char* kGoal[3] = {"within x1.5", "within 25 %", "within 10 %"};
+  for (int k = 0; k < 3; ++k) {
+    const auto& r = e->regimes[static_cast<std::size_t>(k)];
+    char line[200];
+    if (r.rows == 0) {
+      std::snprintf(line, sizeof line, "#   %-22s no rows\n", analysis::to_string(static_cast<analysis::SizeRegime>(k)));
+    } else {
+      std::snprintf(line, sizeof line, "#   %-22s %4d rows, %3.0f %% %s, median %.2f, 90 %% of rows %.2f-%.2f\n",
+                    analysis::to_string(static_cast<analysis::SizeRegime>(k)), r.rows, 100.0 * r.within_goal / r.rows,
+                    kGoal[k], r.median_ratio, r.ratio_low, r.ratio_high);
+    }
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace
@@ -195,6 +223,28 @@ int run_collective(std::span<const std::string> args) {
       rows.push_back(sim::collective_json_row(config, row, r, cost ? &*cost : nullptr));
     else
       std::cout << sim::collective_table_row(spec.op, row, cost ? &*cost : nullptr, with_nccl);
+  }
+  // The track record of the nominal preset the rows were priced on (not of a topology file or of a
+  // preset whose bandwidths or latency the command line changed: nothing was published for those).
+  const bool nominal_preset = cmd.has("fabric") && !cmd.has("nvlink-GBps") && !cmd.has("nic-GBps") &&
+                              !cmd.has("latency-us") && !cmd.has("oversubscription");
+  if (use_model && nominal_preset) {
+    const std::string preset = vm["fabric"].as<std::string>();
+    const auto evidence = analysis::published_evidence_of(preset);
+    if (cmd.common().machine()) {
+      for (auto& row : rows) {
+        const auto regime = analysis::regime_of(row["size_bytes"].get<std::int64_t>());
+        if (!evidence || evidence->regimes[static_cast<std::size_t>(regime)].rows == 0) continue;
+        const auto& r = evidence->regimes[static_cast<std::size_t>(regime)];
+        row.update({{"published_rows", r.rows},
+                    {"published_within_goal_pct", 100.0 * r.within_goal / r.rows},
+                    {"published_median_ratio", r.median_ratio},
+                    {"published_ratio_low", r.ratio_low},
+                    {"published_ratio_high", r.ratio_high}});
+      }
+    } else {
+      std::cout << evidence_footer(preset, evidence, cmd.has("calibration"));
+    }
   }
   if (cmd.common().machine()) print_result(cmd.common(), rows);
   return 0;

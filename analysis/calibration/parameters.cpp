@@ -37,32 +37,11 @@ void non_gemm_hbm(double v, std::string_view, KernelCalibration& c, const Hardwa
 void launch_gap(double v, std::string_view, KernelCalibration& c, const Hardware&) {
   c.config.hardware.launch_gap_us = v;
 }
-void fwd_bwd(double v, std::string_view, KernelCalibration& c, const Hardware&) { c.step.fwd_bwd_ms = v; }
-void nic(double v, std::string_view, KernelCalibration& c, const Hardware&) { c.step.nic_efficiency = v; }
-void a2a_intra(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.alltoall_intra_efficiency = v;
-}
-void a2a_inter(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.alltoall_inter_efficiency = v;
-}
-void a2a_latency(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.alltoall_latency_us = v;
-}
-void rank_skew(double v, std::string_view, KernelCalibration& c, const Hardware&) { c.step.rank_skew_ms = v; }
-void host_launch(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.host_launch_us = v;
-}
-void hbm_slowdown(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.collective_hbm_slowdown = v;
-}
-void call_overhead(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.collective_call_overhead_us = v;
-}
-void net_hop_extra(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.collective_net_hop_extra_us = v;
-}
-void nvlink_scale(double v, std::string_view, KernelCalibration& c, const Hardware&) {
-  c.step.collective_nvlink_scale = v;
+// A step-model field of the calibration (sim::StepCalibration), set as it is.
+using Step = sim::StepCalibration;
+template <std::optional<double> Step::*field>
+void step(double v, std::string_view, KernelCalibration& c, const Hardware&) {
+  c.step.*field = v;
 }
 void a2a_algbw(double v, std::string_view s, KernelCalibration& c, const Hardware&) {
   c.alltoall_algbw_GBps_by_world[std::stoll(std::string(s))] = v;
@@ -76,33 +55,37 @@ using S = ParameterScope;
 // The step fit frees the rows with fit bounds, in this order (the order is part of the fit's
 // numerics: keep it). fwd_bwd_ms's start is derived from the runs (step wall − optimizer window).
 const std::vector<ParameterSpec> kParameters = {
-    {"fwd_bwd_ms", "", "ms", R::time, 0, 0, S::hardware, FitBounds{1.0, 1e5, 400.0}, fwd_bwd,
+    {"fwd_bwd_ms", "", "ms", R::time, 0, 0, S::hardware, FitBounds{1.0, 1e5, 400.0}, step<&Step::fwd_bwd_ms>,
      "forward+backward compute per step"},
     {"ns_gemm_efficiency", "", "", R::efficiency, 0, 0, S::hardware, FitBounds{0.01, 1.0, 0.7}, ns_efficiency,
      "NS GEMM throughput / dense bf16 peak"},
     {"hbm_efficiency.", "*", "", R::efficiency, 0, 0, S::hardware, FitBounds{0.01, 1.0, 0.5}, hbm_by_class,
      "HBM efficiency of a non-GEMM kernel class (the fit joins classes used by the same scopes)"},
-    {"nic_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7}, nic,
+    {"nic_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7}, step<&Step::nic_efficiency>,
      "achieved / nominal NIC bandwidth (FSDP rings, all-to-all base)"},
-    {"alltoall_intra_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7}, a2a_intra,
+    {"alltoall_intra_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7},
+     step<&Step::alltoall_intra_efficiency>,
      "one-node all-to-all: achieved / the fabric's NVLink time"},
-    {"alltoall_inter_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7}, a2a_inter,
+    {"alltoall_inter_efficiency", "", "", R::efficiency, 0, 0, S::fabric, FitBounds{0.01, 1.0, 0.7},
+     step<&Step::alltoall_inter_efficiency>,
      "multi-node all-to-all: achieved / the fabric's NIC time"},
-    {"alltoall_latency_us", "", "us", R::time, 0, 0, S::fabric, FitBounds{0.0, 5000.0, 20.0}, a2a_latency,
+    {"alltoall_latency_us", "", "us", R::time, 0, 0, S::fabric, FitBounds{0.0, 5000.0, 20.0},
+     step<&Step::alltoall_latency_us>,
      "fixed cost per all-to-all"},
-    {"rank_skew_ms", "", "ms", R::time, 0, 0, S::fabric, FitBounds{0.0, 100.0, 0.5}, rank_skew,
+    {"rank_skew_ms", "", "ms", R::time, 0, 0, S::fabric, FitBounds{0.0, 100.0, 0.5}, step<&Step::rank_skew_ms>,
      "spread of the ranks' arrival at the step's first collective (sigma)"},
     // Not fitted: collective_hbm_slowdown (fitted with the skew on the seed runs it comes out at
     // 1.02 ± 1.95; docs/calibration.md).
     {"ns_gemm_overlap_slowdown", "", "", R::factor, 0, 0, S::hardware, FitBounds{1.0, 4.0, 1.2}, ns_overlap,
      "NS GEMMs run this much slower beside a collective"},
-    {"host_launch_us", "", "us", R::time, 0, 0, S::hardware, FitBounds{0.0, 1000.0, 5.0}, host_launch,
+    {"host_launch_us", "", "us", R::time, 0, 0, S::hardware, FitBounds{0.0, 1000.0, 5.0}, step<&Step::host_launch_us>,
      "host time per launch (the host runs ahead of the GPU)"},
     {"launch_gap_us", "", "us", R::time, 0, 0, S::hardware, std::nullopt, launch_gap,
      "GPU gap per kernel launch (the step fit holds it at 0)"},
     {"non_gemm_hbm_efficiency", "", "", R::efficiency, 0, 0, S::hardware, std::nullopt, non_gemm_hbm,
      "HBM efficiency of every non-GEMM kernel (NS GEMM operands keep the preset's)"},
-    {"collective_hbm_slowdown", "", "", R::bounded, 1.0, 100.0, S::hardware, std::nullopt, hbm_slowdown,
+    {"collective_hbm_slowdown", "", "", R::bounded, 1.0, 100.0, S::hardware, std::nullopt,
+     step<&Step::collective_hbm_slowdown>,
      "collectives run this much slower beside a memory-bound kernel"},
     {"ns_gemm_isolated_tflops", "", "TFLOP/s", R::throughput, 0, 0, S::hardware, std::nullopt, ns_tflops,
      "NS GEMM throughput with no collective in flight (traces)"},
@@ -111,11 +94,14 @@ const std::vector<ParameterSpec> kParameters = {
     {"ns_gemm_isolated_overhead_us", "", "us", R::time, 0, 0, S::hardware, std::nullopt, ns_overhead,
      "fixed cost per NS GEMM (traces)"},
     // The collective model's parameters (calibrate --nccl-tests, collective_fit.hpp; its bounds).
-    {"collective_call_overhead_us", "", "us", R::bounded, 0.0, 1e4, S::fabric, std::nullopt, call_overhead,
+    {"collective_call_overhead_us", "", "us", R::bounded, 0.0, 1e4, S::fabric, std::nullopt,
+     step<&Step::collective_call_overhead_us>,
      "collective model: cost once per call (launch, group, proxy wake-up)"},
-    {"collective_net_hop_extra_us", "", "us", R::bounded, -2.5, 1e3, S::fabric, std::nullopt, net_hop_extra,
+    {"collective_net_hop_extra_us", "", "us", R::bounded, -2.5, 1e3, S::fabric, std::nullopt,
+     step<&Step::collective_net_hop_extra_us>,
      "collective model: added to every inter-node step, beyond NCCL's / the fabric's"},
-    {"collective_nvlink_scale", "", "", R::bounded, 0.01, 100.0, S::fabric, std::nullopt, nvlink_scale,
+    {"collective_nvlink_scale", "", "", R::bounded, 0.01, 100.0, S::fabric, std::nullopt,
+     step<&Step::collective_nvlink_scale>,
      "collective model: factor on NCCL's NVLink rate (the model caps it at the nominal rate)"},
     {"nccl_all_to_all_w", "_algbw_GBps", "GB/s", R::throughput, 0, 0, S::fabric, std::nullopt, a2a_algbw,
      "all-to-alls of world W pinned to this algorithm bandwidth (anchors: _w<W>_, nccl-tests: _w<W>_n<N>_)"},
