@@ -166,22 +166,14 @@ int run_validate_collectives(std::span<const std::string> args) {
       }
       out["rows"].push_back(j);
     }
-    for (const auto& s : summary) {
-      out["regimes"].push_back({{"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
-                                {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
-                                {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
-                                {"dionsim_median_abs_err", s.dionsim_median_abs_err},
-                                {"baseline_median_abs_err", s.baseline_median_abs_err}});
-    }
+    for (const auto& s : summary) out["regimes"].push_back(regime_json(s, "dionsim", "baseline"));
     const auto grouped = [&](const char* table, const char* key, const auto& by) {
       out[table] = nlohmann::json::array();
       for (const auto& [group, regimes] : by) {
         for (const auto& s : regimes) {
-          out[table].push_back({{key, group}, {"regime", analysis::to_string(s.regime)}, {"rows", s.rows},
-                                {"dionsim_within_goal_pct", pct(s.dionsim_within, s.rows)},
-                                {"baseline_within_goal_pct", pct(s.baseline_within, s.rows)},
-                                {"dionsim_median_abs_err", s.dionsim_median_abs_err},
-                                {"baseline_median_abs_err", s.baseline_median_abs_err}});
+          nlohmann::json j = regime_json(s, "dionsim", "baseline");
+          j[key] = group;
+          out[table].push_back(j);
         }
       }
     };

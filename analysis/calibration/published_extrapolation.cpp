@@ -1,7 +1,7 @@
 #include "analysis/calibration/published_extrapolation.hpp"
 
+#include <iterator>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include "common/error.hpp"
