@@ -27,11 +27,11 @@ CollectiveFitParameters from_vector(const Eigen::VectorXd& v) {
   return {v[0], v[1], v[2], v[3]};
 }
 
+}  // namespace
+
 double nvlink_fraction(const topo::FabricSpec& fabric) {
   return sim::nccl_nvlink_fraction(sim::comm_shape(fabric, 1, fabric.gpus_per_host).arch);
 }
-
-}  // namespace
 
 std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTestsRun>& runs, const std::string& source,
                                                       int* skipped_blocks) {

@@ -49,6 +49,9 @@ struct CollectiveFitParameters {
   double nic_efficiency = 0;   // of the fabric
   double nvlink_scale = 1;
 };
+// NCCL's NVLink rate as a fraction of `fabric`'s nominal one (collective_nvlink_scale is a factor
+// on it, at most 1 / this).
+[[nodiscard]] double nvlink_fraction(const topo::FabricSpec& fabric);
 // The parameters of the uncalibrated model on `fabric`.
 [[nodiscard]] CollectiveFitParameters default_parameters(const topo::FabricSpec& fabric);
 // The model a set of parameters gives at one shape.

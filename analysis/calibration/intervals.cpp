@@ -8,6 +8,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "analysis/calibration/collective_fit.hpp"
 #include "analysis/calibration/parameters.hpp"
 #include "analysis/calibration/published_collectives.hpp"
 #include "common/parse.hpp"
@@ -107,6 +108,10 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
     // One factor on the inter-node bandwidth: the FSDP rings and the all-to-all's network part
     // both run at the NIC's effective rate (the DES all-to-all sees fabric.nic_efficiency).
     c.fabric.nic_efficiency = clamp_efficiency(c.fabric.nic_efficiency * v);
+  } else if (p.name == "collective_nvlink_scale") {
+    // One factor on NCCL's NVLink rate: FSDP's collectives and the one-domain all-to-all both run
+    // at it (the collective model's links); at most the nominal rate.
+    c.collective_options.nvlink_scale = std::min(c.collective_options.nvlink_scale * v, 1.0 / nvlink_fraction(c.fabric));
   } else if (p.name == "alltoall_intra_efficiency") {
     c.alltoall_intra_efficiency = clamp_efficiency(c.alltoall_intra_efficiency * v);
   } else if (p.name == "alltoall_inter_efficiency") {
@@ -276,30 +281,33 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
   return e;
 }
 
-IntraDomainAlltoallPrior intra_domain_alltoall_prior_from_published(const std::vector<PublishedRow>& rows) {
+IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<PublishedRow>& rows) {
   constexpr std::int64_t kMinBytes = std::int64_t{64} << 20;  // validate-collectives' bandwidth regime
   std::vector<PublishedRow> bandwidth;
   for (const auto& r : rows) {
-    if (r.collective != "alltoall" || r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
+    if (r.size_bytes < kMinBytes || !(r.time_us > 0)) continue;
     if (r.placement != "out-of-place" && r.placement != "in-place") continue;
     bandwidth.push_back(r);
   }
-  // (cluster, nodes, GPUs per node) -> measured / modelled of its one-domain rows.
-  std::map<std::tuple<std::string, int, int>, std::vector<double>> groups;
+  // (cluster, nodes, GPUs per node) -> all-to-all? -> measured / modelled of its one-domain rows.
+  std::map<std::tuple<std::string, int, int>, std::map<bool, std::vector<double>>> groups;
   for (const auto& p : predict_published(bandwidth)) {
     if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains != 1) continue;
     const auto& r = *p.row;
-    groups[{r.source.substr(0, r.source.find(' ')) + "|" + r.gpu, r.nodes, r.gpus_per_node}].push_back(r.time_us /
-                                                                                                     p.dionsim_us);
+    groups[{r.source.substr(0, r.source.find(' ')) + "|" + r.gpu, r.nodes, r.gpus_per_node}][r.collective == "alltoall"]
+        .push_back(r.time_us / p.dionsim_us);
   }
-  std::vector<double> medians;
-  IntraDomainAlltoallPrior e;
-  for (const auto& [key, ratios] : groups) {
-    medians.push_back(median(ratios));
-    e.rows += static_cast<int>(ratios.size());
+  std::vector<double> link, a2a_vs_ring;
+  for (const auto& [key, kinds] : groups) {
+    const auto ring = kinds.find(false), a2a = kinds.find(true);
+    if (ring != kinds.end()) link.push_back(median(ring->second));
+    if (ring != kinds.end() && a2a != kinds.end()) a2a_vs_ring.push_back(median(a2a->second) / median(ring->second));
   }
-  std::tie(e.time_low, e.time_high) = prediction_range(medians);
-  e.groups = static_cast<int>(medians.size());
+  IntraDomainPriorEstimate e;
+  std::tie(e.link_time_low, e.link_time_high) = prediction_range(link);
+  e.link_groups = static_cast<int>(link.size());
+  std::tie(e.alltoall_vs_ring_low, e.alltoall_vs_ring_high) = prediction_range(a2a_vs_ring);
+  e.alltoall_pairs = static_cast<int>(a2a_vs_ring.size());
   return e;
 }
 
@@ -327,9 +335,12 @@ const std::vector<ParameterPrior>& parameter_priors() {
       {"alltoall_inter_efficiency", true, 1.0 / kAlltoallVsRingHigh, 1.0 / kAlltoallVsRingLow,
        "published clusters: all-to-all over ring median time ratio per (cluster, nodes, GPUs per node), "
        "distribution-free 90 % range"},
-      {"alltoall_intra_efficiency", true, 1.0 / kIntraAlltoallTimeHigh, 1.0 / kIntraAlltoallTimeLow,
-       "published all-to-alls >= 64 MiB inside one NVLink domain (H100 nodes, GB200/GB300 trays and racks): median "
-       "measured / modelled time per (cluster, nodes, GPUs per node), distribution-free 90 % range"},
+      {"collective_nvlink_scale", true, 1.0 / kIntraLinkTimeHigh, 1.0 / kIntraLinkTimeLow,
+       "published collectives >= 64 MiB inside one NVLink domain (H100 nodes, GB200/GB300 trays and racks) against the "
+       "model: median measured / modelled time per (cluster, nodes, GPUs per node), distribution-free 90 % range"},
+      {"alltoall_intra_efficiency", true, 1.0 / kIntraAlltoallVsRingHigh, 1.0 / kIntraAlltoallVsRingLow,
+       "published NVLink domains: all-to-all over collective median time ratio per (cluster, nodes, GPUs per node), "
+       "distribution-free 90 % range"},
       {"alltoall_latency_us", false, 0.0, 300.0, "fitted per-all-to-all cost of five calibrations: 91-304 us"},
       {"rank_skew_ms", false, 0.0, 3.5, "fitted arrival skew of five calibrations: 1.1-3.5 ms"},
       {"ns_gemm_overlap_slowdown", false, 1.0, 1.87,
@@ -410,11 +421,16 @@ Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& opt
   // A calibration with either inter-node parameter was fitted on runs across nodes: it knows its
   // link (at the node counts it saw); one without has only seen NVLink.
   const bool inter_node = u.parameters.count("nic_efficiency") != 0 || u.parameters.count("alltoall_inter_efficiency") != 0;
+  // Likewise NVLink: a calibration holding the one-domain all-to-all's efficiency has priced what
+  // the NVLink link moves of its runs (the all-to-all; its FSDP sits in its measured fwd/bwd).
+  const bool nvlink = u.parameters.count("collective_nvlink_scale") != 0 ||
+                      u.parameters.count("alltoall_intra_efficiency") != 0;
   std::string priors;
   for (auto p : parameter_priors()) {
-    const bool held = p.name == "hbm_efficiency"    ? has_hbm
-                      : p.name == "inter_node_link" ? inter_node
-                                                    : u.parameters.count(p.name) != 0;
+    const bool held = p.name == "hbm_efficiency"            ? has_hbm
+                      : p.name == "inter_node_link"         ? inter_node
+                      : p.name == "collective_nvlink_scale" ? nvlink
+                                                            : u.parameters.count(p.name) != 0;
     if (held || options.fixed.count(p.name)) continue;
     if (p.name == "inter_node_link" &&
         (options.link_time_low != kLinkTimeLow || options.link_time_high != kLinkTimeHigh)) {

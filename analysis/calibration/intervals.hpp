@@ -115,17 +115,24 @@ inline constexpr double kLinkTimeLow = 0.780, kLinkTimeHigh = 3.198;          //
 inline constexpr double kAlltoallVsRingLow = 0.807, kAlltoallVsRingHigh = 2.925;  // 12 pairs
 inline constexpr double kNodeScaling = 0.349;                                     // 11 steps
 
-// The one-domain all-to-all of an unseen cluster (the whatif parameter alltoall_intra_efficiency),
-// from the same rows: all-to-alls >= 64 MiB whose ranks share one NVLink domain, grouped by
-// (cluster, nodes, GPUs per node); a group's value is its median measured / modelled time, the
-// 90 % range the distribution-free prediction interval for one more group (as the link's above).
-struct IntraDomainAlltoallPrior {
-  double time_low = 1, time_high = 1;  // time factors on the model's one-domain all-to-all
-  int groups = 0, rows = 0;
+// The NVLink domain of an unseen cluster, from the same rows and by the same rules as the
+// inter-node link above: bandwidth-bound rows (>= 64 MiB) whose ranks share one NVLink domain
+// (an HGX node, trays of one NVL72 rack), grouped by (cluster, nodes, GPUs per node).
+//   link: the ring / tree / NVLS collectives' group medians (the whatif parameter
+//         collective_nvlink_scale: one factor on NCCL's NVLink rate, which FSDP's collectives and
+//         the one-domain all-to-all share);
+//   alltoall_vs_ring: a group's all-to-all median over its collectives' median, where it has both
+//         (the all-to-all's own share: alltoall_intra_efficiency).
+struct IntraDomainPriorEstimate {
+  double link_time_low = 1, link_time_high = 1;
+  int link_groups = 0;
+  double alltoall_vs_ring_low = 1, alltoall_vs_ring_high = 1;
+  int alltoall_pairs = 0;
 };
-[[nodiscard]] IntraDomainAlltoallPrior intra_domain_alltoall_prior_from_published(const std::vector<PublishedRow>& rows);
-// intra_domain_alltoall_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
-inline constexpr double kIntraAlltoallTimeLow = 1.072, kIntraAlltoallTimeHigh = 1.229;  // 7 groups
+[[nodiscard]] IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<PublishedRow>& rows);
+// intra_domain_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
+inline constexpr double kIntraLinkTimeLow = 1.023, kIntraLinkTimeHigh = 1.276;              // 8 groups
+inline constexpr double kIntraAlltoallVsRingLow = 0.875, kIntraAlltoallVsRingHigh = 1.129;  // 6 pairs
 
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).

@@ -183,23 +183,31 @@ TEST_CASE("the inter-node prior is the published clusters' against the fabric as
   CHECK(bad.link_time_high == 2.5);
 }
 
-TEST_CASE("the one-domain all-to-all prior is the published NVLink domains' against the model", "[intervals]") {
+TEST_CASE("the NVLink-domain priors are the published NVLink domains' against the model", "[intervals]") {
   const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
-  const auto e = intra_domain_alltoall_prior_from_published(rows);
+  const auto e = intra_domain_prior_from_published(rows);
   auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
-  INFO("one-domain all-to-all " << e.time_low << ".." << e.time_high << " over " << e.groups << " groups, " << e.rows
-                                << " rows");
-  // One H100 node; one, two and 16 trays of a GB300 rack and of a GB200 rack.
-  CHECK(e.groups == 7);
-  CHECK(e.rows == 84);
-  CHECK(round3(e.time_low) == Approx(kIntraAlltoallTimeLow).margin(1e-12));
-  CHECK(round3(e.time_high) == Approx(kIntraAlltoallTimeHigh).margin(1e-12));
-  // The prior whatif uses is that range, as a factor on the efficiency.
+  INFO("link " << e.link_time_low << ".." << e.link_time_high << " over " << e.link_groups << " groups; a2a/ring "
+               << e.alltoall_vs_ring_low << ".." << e.alltoall_vs_ring_high << " over " << e.alltoall_pairs << " pairs");
+  // Collectives of one H100 node (two clusters: xxrjun's, AWS's p5); one, two and 16 trays of a
+  // GB300 rack, one and 16 of OCI's GB200, CoreWeave's 18-tray rack; all-to-alls beside them in 6.
+  CHECK(e.link_groups == 8);
+  CHECK(e.alltoall_pairs == 6);
+  CHECK(round3(e.link_time_low) == Approx(kIntraLinkTimeLow).margin(1e-12));
+  CHECK(round3(e.link_time_high) == Approx(kIntraLinkTimeHigh).margin(1e-12));
+  CHECK(round3(e.alltoall_vs_ring_low) == Approx(kIntraAlltoallVsRingLow).margin(1e-12));
+  CHECK(round3(e.alltoall_vs_ring_high) == Approx(kIntraAlltoallVsRingHigh).margin(1e-12));
+  // The priors whatif uses are those ranges, as factors on the rate.
   const auto& priors = parameter_priors();
-  const auto p = std::find_if(priors.begin(), priors.end(), [](const auto& q) { return q.name == "alltoall_intra_efficiency"; });
-  REQUIRE(p != priors.end());
-  CHECK(p->low == Approx(1.0 / kIntraAlltoallTimeHigh));
-  CHECK(p->high == Approx(1.0 / kIntraAlltoallTimeLow));
+  const auto of = [&](const char* name) {
+    return std::find_if(priors.begin(), priors.end(), [&](const auto& q) { return q.name == name; });
+  };
+  REQUIRE(of("collective_nvlink_scale") != priors.end());
+  CHECK(of("collective_nvlink_scale")->low == Approx(1.0 / kIntraLinkTimeHigh));
+  CHECK(of("collective_nvlink_scale")->high == Approx(1.0 / kIntraLinkTimeLow));
+  REQUIRE(of("alltoall_intra_efficiency") != priors.end());
+  CHECK(of("alltoall_intra_efficiency")->low == Approx(1.0 / kIntraAlltoallVsRingHigh));
+  CHECK(of("alltoall_intra_efficiency")->high == Approx(1.0 / kIntraAlltoallVsRingLow));
 }
 
 namespace {
