@@ -107,6 +107,8 @@ int run_calibrate(std::span<const std::string> args) {
   if (measured.empty() && common.db.empty())
     throw UsageError("calibrate: --measured FILE or --db DB is required (see 'dionsim calibrate --help')");
   if (dump && !out.empty()) throw UsageError("calibrate: --dump-metrics and --out are exclusive");
+  for (const auto& m : measured)
+    if (m.empty()) throw_bad_usage("--measured", "", "a file (a trace, a measurement or anchor CSV, an nccl-tests log)");
   // Checked before anything is read or fitted: an output that is one of the inputs (or the
   // database) would destroy it; a folder or a device cannot be replaced by a file.
   if (!out.empty() && !out.ends_with('/') && !std::filesystem::is_directory(out)) {

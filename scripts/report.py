@@ -513,7 +513,10 @@ def calibration_sections(args, plt, page, rows):
     try:
         results = extrapolate(args.dionsim, cal, config, spec)
     except subprocess.CalledProcessError as e:
-        fail(f"the extrapolation's `dionsim whatif` failed: {e.stderr.strip()}", 3 if e.returncode in (2, 3) else 4)
+        # The calibration and the configuration came from the database (written to a temporary file
+        # for whatif): name the database and the stored calibration, not only the temporary path.
+        fail(f"{args.db}: calibration '{cal.get('name', '?')}' and its runs' configuration: the extrapolation's "
+             f"`dionsim whatif` failed: {e.stderr.strip()}", 3 if e.returncode in (2, 3) else 4)
     png = "extrapolation.png"
     table, series = plot_extrapolation(plt, results, cal, spec, os.path.join(args.out, png))
     page.image(png, title)

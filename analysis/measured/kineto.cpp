@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -265,6 +267,11 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
                        ", expected an array of trace events (Chrome trace format)");
     }
     events = &*it;
+    // The Chrome-trace schema version, when given, is a small positive integer (1e300 was accepted).
+    if (const auto v = root.find("schemaVersion");
+        v != root.end() && !(v->is_number_integer() && v->get<std::int64_t>() >= 1 && v->get<std::int64_t>() <= 1000)) {
+      throw InputError(source + ": schemaVersion: got " + json_excerpt(*v) + ", expected an integer in [1, 1000]");
+    }
   } else if (root.is_array()) {
     events = &root;  // the bare-array variant of the Chrome trace format
   } else {
@@ -297,9 +304,20 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
     if (ts == e.end() || !ts->is_number() || dur == e.end() || !dur->is_number()) {
       bad_event(source, i, "complete event '" + name + "' without numeric ts and dur");
     }
-    if (!(std::fabs(ts->get<double>()) < 9e15) || !(dur->get<double>() >= 0 && dur->get<double>() < 9e15)) {
+    // Subnormal values (1e-320) are no time a profiler writes: refused with the rest.
+    const auto plain = [](double v) { return std::fpclassify(v) == FP_ZERO || std::fpclassify(v) == FP_NORMAL; };
+    if (!(std::fabs(ts->get<double>()) < 9e15) || !(dur->get<double>() >= 0 && dur->get<double>() < 9e15) ||
+        !plain(ts->get<double>()) || !plain(dur->get<double>())) {
       bad_event(source, i, "complete event '" + name + "': ts " + json_excerpt(*ts) + ", dur " + json_excerpt(*dur) +
-                               " µs, expected |ts| < 9e15 and 0 <= dur < 9e15");
+                               " µs, expected |ts| < 9e15 and 0 <= dur < 9e15 (no subnormal numbers)");
+    }
+    // A numeric pid or tid is an integer id (4.5 or 1e300 were read as 0 / -1); a text one is a label.
+    for (const char* id : {"pid", "tid"}) {
+      const auto v = e.find(id);
+      if (v != e.end() && v->is_number() &&
+          !(v->is_number_integer() && std::llabs(v->get<std::int64_t>()) <= (std::int64_t{1} << 40))) {
+        bad_event(source, i, std::string(id) + ": got " + json_excerpt(*v) + ", expected an integer id (|id| <= 2^40) or a label");
+      }
     }
     const std::int64_t start = micros_to_ns(*ts);
     const std::int64_t length = micros_to_ns(*dur);
@@ -310,7 +328,9 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
       KernelEvent k;
       k.name = name;
       k.category = cat;
-      k.device = e.contains("pid") && e["pid"].is_number_integer() ? e["pid"].get<int>() : 0;
+      k.device = e.contains("pid") && e["pid"].is_number_integer()
+                     ? static_cast<int>(std::clamp<std::int64_t>(e["pid"].get<std::int64_t>(), INT32_MIN, INT32_MAX))
+                     : 0;
       k.stream = tid_of(e);
       k.start_ns = start;
       k.dur_ns = length;
@@ -335,9 +355,10 @@ KinetoTrace parse_kineto_events(const std::string& json_text, const std::string&
       kernel_external_ids.push_back(arg_int(args, "External id", source, i, -(std::int64_t{1} << 50)));
       trace.kernels.push_back(std::move(k));
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
-      if (const auto corr = args.find("correlation"); corr != args.end() && corr->is_number_integer()) {
-        launches[corr->get<std::int64_t>()] = Launch{start, tid_of(e)};
-      }
+      // A runtime call's correlation id, when given, is the integer its kernel names (1e300 was
+      // skipped without a word, and that kernel then had no launch).
+      if (args.contains("correlation"))
+        launches[arg_int(args, "correlation", source, i, -(std::int64_t{1} << 50))] = Launch{start, tid_of(e)};
     } else if (cat == "user_annotation" || cat == "cpu_op" || cat == "python_function") {
       if (starts_with(name, "Optimizer.step#")) {
         trace.steps.push_back(StepWindow{name, start, start + length});

@@ -386,6 +386,8 @@ std::vector<MeasurementRow> parse_measurement_csv(const std::string& text, const
     }
     rows.push_back(std::move(row));
   }
+  // A header alone is no measurement (it was refused later as "--where: got ''", naming no file).
+  if (rows.empty()) throw_bad_input(source, "rows", "none", "at least one measured row under the header");
   return rows;
 }
 
@@ -439,6 +441,7 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
     if (f.text("value").empty()) {
       // A documented non-measurement (e.g. a configuration that failed to compile): kept as a note.
       if (!f.text("unit").empty()) throw_bad_input(f.where(), "value", "", "a number (the unit is given)");
+      if (!f.text("world").empty()) (void)f.integer("world", 1, 1 << 30);
       anchors.notes.push_back(what + ": " + f.text("notes"));
       continue;
     }
@@ -446,6 +449,7 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
     if (!(value > 0)) throw_bad_input(f.where(), "value", f.text("value"), "a positive number");
     if (what == "gemm_bf16") {
       expect_unit("TFLOP/s");
+      (void)f.integer("world", 1, 1);  // one GPU's GEMM (a world of nan was accepted and ignored)
       const std::string shape = f.nonempty("shape");
       GemmAnchor g;
       g.line = line;
@@ -488,6 +492,9 @@ Anchors parse_anchors_csv(const std::string& text, const std::string& source) {
                       "gemm_bf16, alltoall_busbw, allgather_busbw or reference_<Optimizer>_opt_step_ms");
     }
   }
+  // A header alone (or notes alone) is no anchor: refused here, naming the file, not later by a fit.
+  if (anchors.gemm.empty() && anchors.collectives.empty() && anchors.reference_steps.empty())
+    throw_bad_input(source, "rows", "none", "at least one measured anchor row under the header");
   return anchors;
 }
 

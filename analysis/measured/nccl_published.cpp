@@ -11,6 +11,34 @@
 
 namespace dionsim::analysis {
 
+namespace {
+
+// YYYY, YYYY-MM, YYYY-MM-DD (month 01-12, day 01-31) or YYYY-YYYY (a span, not backwards).
+bool valid_published_date(const std::string& d) {
+  const auto digits = [&](std::size_t from, std::size_t n) {
+    if (from + n > d.size()) return -1;
+    int v = 0;
+    for (std::size_t i = from; i < from + n; ++i) {
+      if (d[i] < '0' || d[i] > '9') return -1;
+      v = v * 10 + (d[i] - '0');
+    }
+    return v;
+  };
+  const int year = digits(0, 4);
+  if (year < 1900) return false;
+  if (d.size() == 4) return true;
+  if (d[4] != '-') return false;
+  if (d.size() == 9) return digits(5, 4) >= year;
+  const int month = digits(5, 2);
+  if (month < 1 || month > 12) return false;
+  if (d.size() == 7) return true;
+  if (d.size() != 10 || d[7] != '-') return false;
+  const int day = digits(8, 2);
+  return day >= 1 && day <= 31;
+}
+
+}  // namespace
+
 std::vector<PublishedRow> read_published_rows(const std::string& path) {
   // A regular file, read whole with the inputs' size cap (common/files.hpp): a FIFO or a device
   // is refused by name instead of blocking.
@@ -67,6 +95,10 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
       if (col.count(optional) && !get(optional).empty() && !to_number(get(optional))) {
         throw_bad_input(where, optional, get(optional), "empty or a finite number (at most 1e15)");
       }
+    }
+    // The date says when the source published its run: a year, a month, a day or a span of years.
+    if (col.count("date") && !valid_published_date(get("date"))) {
+      throw_bad_input(where, "date", get("date"), "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-YYYY");
     }
     if (r.collective != "allgather" && r.collective != "reducescatter" && r.collective != "allreduce" &&
         r.collective != "alltoall") {

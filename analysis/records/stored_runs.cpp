@@ -1,6 +1,8 @@
 #include "analysis/records/stored_runs.hpp"
 
 #include <cctype>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -81,8 +83,17 @@ std::vector<MeasuredConfiguration> measured_configurations_from_db(const Databas
     }
     for (const auto& metric : db.load_run(run.id).record.metrics) {
       if (metric.rank || metric.step) continue;  // aggregated values only
-      if (find_metric(metric.name) == nullptr)
+      const MetricInfo* info = find_metric(metric.name);
+      if (info == nullptr)
         throw_bad_input(where, "metric", metric.name, "a metric of the measurement CSV (docs/measurements.md)");
+      // The measurement CSV's rule for a value, here too: a stored -1e300 was taken in and the fit
+      // then skipped the run without saying why.
+      const bool percent = info->unit == "%";
+      if (!(std::isfinite(metric.value) && metric.value >= 0 && metric.value <= 1e15) || (percent && metric.value > 100)) {
+        char got[32];
+        std::snprintf(got, sizeof got, "%g", metric.value);
+        throw_bad_input(where, "metric " + metric.name, got, percent ? "a percentage in [0, 100]" : "a non-negative number (at most 1e15)");
+      }
       m.metrics[metric.name] = metric.value;
     }
     if (!m.metrics.empty()) out.push_back(std::move(m));
@@ -98,7 +109,9 @@ std::optional<Calibration> stored_calibration(const Database* db, const std::str
                                               const std::string& db_label) {
   if (db == nullptr || std::filesystem::exists(name)) return std::nullopt;
   const auto row = db->calibration(name);
-  if (!row) return std::nullopt;
+  // Neither a file nor stored: the refusal names the database it was looked up in (it used to be
+  // "<name>: cannot open for reading", as if no database had been given).
+  if (!row) throw_bad_usage("--calibration", name, "a calibration file or the name of a calibration stored in " + db_label);
   return calibration_from_json(row->body, db_label + ": calibration '" + name + "'");
 }
 
@@ -151,9 +164,6 @@ nlohmann::json load_replay(opt::NormStream& stream) {
 Calibration calibration_for_runs(const std::string& name_or_path, const Database* db, const std::string& db_label,
                                  const std::vector<MeasuredConfiguration>& selected) {
   auto stored = stored_calibration(db, name_or_path, db_label);
-  if (db != nullptr && !stored && !std::filesystem::exists(name_or_path)) {
-    throw_bad_usage("--calibration", name_or_path, "a calibration file or the name of a calibration stored in " + db_label);
-  }
   Calibration cal = stored ? std::move(*stored) : read_calibration(name_or_path);
   const auto gpu = gpu_preset_of(cal.hardware);
   for (const auto& c : selected) {

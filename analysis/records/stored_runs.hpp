@@ -24,7 +24,8 @@ using Note = std::function<void(const std::string&)>;
 [[nodiscard]] std::vector<MeasuredConfiguration> measured_configurations_from_db(const Database& db);
 
 // The calibration stored in `db` under `name`, unless `name` is an existing file (a path wins) or
-// there is no database; nullopt then.
+// there is no database; nullopt then. UsageError (naming --calibration and the database) for a
+// name that is neither a file nor stored.
 [[nodiscard]] std::optional<Calibration> stored_calibration(const Database* db, const std::string& name,
                                                             const std::string& db_label);
 // validate --calibration: a `dionsim calibrate` file, or (with a database) a stored calibration's

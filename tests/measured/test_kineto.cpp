@@ -232,6 +232,18 @@ TEST_CASE("bad traces fail with an InputError naming the file", "[kineto]") {
     if (e.value("name", "").rfind("ncclDevKernel_SendRecv", 0) == 0) e["args"]["dtype"] = "Quaternion";
   }
   check_error(temp_file("baddtype.json", bad_dtype.dump()), "dtype: got 'Quaternion'");
+  // The fuzzer's findings: a schema version, a pid and a subnormal duration no profiler writes.
+  json bad_schema = small_trace();
+  bad_schema["schemaVersion"] = 1e300;
+  check_error(temp_file("badschema.json", bad_schema.dump()), "schemaVersion: got 1e+300");
+  json bad_pid = small_trace();
+  for (auto& e : bad_pid["traceEvents"])
+    if (e.value("ph", "") == "X") e["pid"] = 4.5;
+  check_error(temp_file("badpid.json", bad_pid.dump()), "pid: got 4.5, expected an integer id");
+  json bad_dur = small_trace();
+  for (auto& e : bad_dur["traceEvents"])
+    if (e.value("ph", "") == "X") e["dur"] = 1e-320;
+  check_error(temp_file("baddur.json", bad_dur.dump()), "no subnormal numbers");
   CHECK_THROWS_AS(read_kineto_trace("/nonexistent/trace.json"), IoError);
 }
 

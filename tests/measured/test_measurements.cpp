@@ -60,6 +60,8 @@ TEST_CASE("seed measurements: every row typed, configurations grouped", "[measur
 TEST_CASE("measurement CSV errors name file, line, column, value and expectation", "[measurements]") {
   const std::string ok_row = "s,r,H100,4,1,4,seed-5120x8,NorDion2,gram,local,0.25,auto,a2a_ms,4.1,ms,n\n";
   CHECK(parse_measurement_csv(kHeader + ok_row, "m.csv").size() == 1);
+  // A header alone names the file (it reached `--where: got ''`).
+  CHECK(error_of(kHeader) == "m.csv: rows: got 'none', expected at least one measured row under the header");
   CHECK_THAT(error_of("source,run,metric,value\n"),
              Catch::Contains("m.csv:1: header") && Catch::Contains("expected the column 'hardware'"));
   CHECK_THAT(error_of(kHeader.substr(0, kHeader.size() - 1) + ",extra\n"),
@@ -137,6 +139,13 @@ TEST_CASE("anchor CSV errors", "[measurements]") {
   CHECK(err("alltoall_busbw,1,,1024,,,5.4,GB/s,n\n") == "a.csv:2: world: got '1', expected an integer in [2, 1073741824]");
   CHECK_THAT(err("teleport_busbw,2,,1024,,,5.4,GB/s,n\n"), Catch::StartsWith("a.csv:2: what: got 'teleport_busbw'"));
   CHECK(err("gemm_bf16,1,8x8x8,,,,-3,TFLOP/s,n\n") == "a.csv:2: value: got '-3', expected a positive number");
+  // The fuzzer's findings: a GEMM's world was never read (nan passed), and a header alone reached
+  // the kernel fit, which named no file.
+  CHECK(err("gemm_bf16,nan,8x8x8,,,,775.4,TFLOP/s,n\n") == "a.csv:2: world: got 'nan', expected an integer in [1, 1]");
+  CHECK(err("note_only,x,,,,,,,failed to compile\n") == "a.csv:2: world: got 'x', expected an integer in [1, 1073741824]");
+  CHECK(err("") == "a.csv: rows: got 'none', expected at least one measured anchor row under the header");
+  CHECK(err("note_only,2,,,,,,,failed to compile\n") ==
+        "a.csv: rows: got 'none', expected at least one measured anchor row under the header");
 }
 
 TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[measurements][nccl-tests]") {

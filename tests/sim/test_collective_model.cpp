@@ -620,6 +620,27 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
   } catch (const InputError& e) {
     CHECK(std::string(e.what()).find(path + ":2: time_us: got '-3'") != std::string::npos);
   }
+  // A date that is none of the source's forms (the fuzzer's '2024-07-nan' was accepted).
+  for (const char* date : {"2024-07-nan", "2024-13", "24", "2026-2025", "2024-07-32"}) {
+    {
+      std::ofstream out(path);
+      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
+             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
+          << "s," << date << ",H100,8,2,16,nv,ib,2.28,,allgather,float,out-of-place,1024,256,3,1,1,\n";
+    }
+    INFO(date);
+    CHECK_THROWS_WITH(read_published_rows(path), Catch::Contains(path + ":2: date: got '" + date + "'"));
+  }
+  for (const char* date : {"2024", "2024-07", "2024-07-19", "2024-2026"}) {
+    {
+      std::ofstream out(path);
+      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
+             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
+          << "s," << date << ",H100,8,2,16,nv,ib,2.28,,allgather,float,out-of-place,1024,256,3,1,1,\n";
+    }
+    INFO(date);
+    CHECK(read_published_rows(path).size() == 1);
+  }
   std::filesystem::remove_all(dir);
 }
 
