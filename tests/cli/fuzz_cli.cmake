@@ -24,12 +24,42 @@ if(CMAKE_SCRIPT_MODE_FILE)
   edited_db_case("UPDATE runs SET config_json = json_set(config_json, '$.nodes', 'x')"
                  "config_json.nodes: got \"x\", expected an integer")
   edited_db_case("UPDATE runs SET config_json = '[1,2]'" "config_json: got .1, 2., expected a JSON object")
+  # A measured run's stored metric outside the measurement CSV's rule: -1e300 was skipped and the
+  # fit said only "expected more fitted metrics than free parameters", naming no database.
+  set(mdb ${WORKDIR}/fuzz_calibrate.db)
+  file(REMOVE ${mdb} ${mdb}-wal ${mdb}-shm)
+  execute_process(COMMAND ${EXE} calibrate --measured ${SEED} --where run=1node-real-step --db ${mdb} -q
+                  RESULT_VARIABLE rc OUTPUT_QUIET)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "calibrate --measured --db: exit ${rc}")
+  endif()
+  execute_process(COMMAND ${PYTHON} -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE metrics SET value = -1e300 WHERE name = 'a2a_ms'\"); c.commit()"
+                          ${mdb})
+  execute_process(COMMAND ${EXE} calibrate --db ${mdb} --where run=1node-real-step -q
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 3 OR NOT err MATCHES "fuzz_calibrate.db: run [0-9]+: metric a2a_ms: got '-1e\\+300', expected a non-negative number")
+    message(FATAL_ERROR "stored -1e300: exit ${rc}\n${out}\n${err}")
+  endif()
+  # An empty --measured named no flag ("error: : cannot open for reading"); an empty argument
+  # needs execute_process (a test's ARGS list drops it).
+  execute_process(COMMAND ${EXE} calibrate --measured "" --where run=1node-real-step --dump-metrics
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--measured: got '', expected a file")
+    message(FATAL_ERROR "calibrate --measured '': exit ${rc}\n${out}\n${err}")
+  endif()
+  # A --calibration name neither a file nor stored names the database it was looked up in.
+  execute_process(COMMAND ${EXE} whatif --model seed-5120x8 --nodes 1 --mfu 0.5 --db ${mdb} --calibration nosuch -q
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "--calibration: got 'nosuch', expected a calibration file or the name of a calibration stored in .*fuzz_calibrate.db")
+    message(FATAL_ERROR "whatif --calibration nosuch: exit ${rc}\n${out}\n${err}")
+  endif()
   return()
 endif()
 if(DIONSIM_SYSTEM_PYTHON)
   add_test(NAME cli:fuzz_report_edited_db
            COMMAND ${CMAKE_COMMAND} -DEXE=$<TARGET_FILE:dionsim> -DPYTHON=${DIONSIM_SYSTEM_PYTHON}
-                   -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -P ${CMAKE_CURRENT_LIST_FILE})
+                   -DWORKDIR=${CMAKE_CURRENT_BINARY_DIR} -DSEED=${DIONSIM_SHARED_DIR}/data/seed-measurements.csv
+                   -P ${CMAKE_CURRENT_LIST_FILE})
   set_tests_properties(cli:fuzz_report_edited_db PROPERTIES LABELS "cli")
 endif()
 set(fz_good_gpu ${PROJECT_SOURCE_DIR}/tests/whatif/data/gpu_good.toml)
