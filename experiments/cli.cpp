@@ -1,5 +1,6 @@
 #include "experiments/cli.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,20 @@ bool Command::parse(std::span<const std::string> args) {
       return false;
     }
     po::notify(vm_);
+  } catch (const po::unknown_option& e) {
+    // "--flag -1" where --flag's value is optional (an implicit value): the value was read as an
+    // option of its own. Name the flag and the form it takes, not only "unrecognised option '-1'".
+    const std::string token = e.get_option_name();
+    const auto at = std::find(argv.begin(), argv.end(), token);
+    if (at != argv.begin() && at != argv.end() && (at - 1)->rfind("--", 0) == 0) {
+      const std::string flag = *(at - 1);
+      const auto* option = all.find_nothrow(flag.substr(2), false);
+      if (option != nullptr && option->semantic()->min_tokens() == 0 && option->semantic()->max_tokens() > 0) {
+        throw_bad_usage(flag, token, flag + "=VALUE: its value is optional, so it follows '=' (see 'dionsim " + name_ +
+                                         " --help')");
+      }
+    }
+    throw UsageError(name_ + ": " + e.what() + " (see 'dionsim " + name_ + " --help')");
   } catch (const po::error& e) {
     throw UsageError(name_ + ": " + e.what() + " (see 'dionsim " + name_ + " --help')");
   }

@@ -140,7 +140,7 @@ int run_calibrate(std::span<const std::string> args) {
     const auto extra = analysis::calibrations_of_inputs(joined, tool);
     const auto all = csv.empty() ? analysis::measured_configurations_from_db(*db)
                                  : analysis::group_configurations(analysis::read_measurement_csv(csv));
-    const auto selected = analysis::select_configurations(all, where);
+    const auto selected = analysis::select_configurations(all, where, csv.empty() ? common.db : csv);
     if (dump) {
       json dumped = json::array();
       for (const auto& g : selected) {
@@ -246,7 +246,7 @@ int run_calibrate(std::span<const std::string> args) {
     if (!dump) calibration = analysis::calibration_from_nccl_tests(runs, name, measured.front(), tool);
   } else {
     if (dump) throw UsageError("calibrate: --dump-metrics does not apply to the anchor CSV (it is fitted directly)");
-    const auto fits = analysis::fit_anchors(analysis::read_anchors_csv(measured.front()));
+    const auto fits = analysis::fit_anchors(analysis::read_anchors_csv(measured.front()), measured.front());
     calibration = analysis::calibration_from_anchors(fits, name, measured.front(), tool);
   }
   if (dump) {

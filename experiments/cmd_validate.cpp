@@ -157,7 +157,7 @@ int run_validate(std::span<const std::string> args) {
   const auto all = measured.empty() ? analysis::measured_configurations_from_db(*db)
                                     : analysis::group_configurations(analysis::read_measurement_csv(measured));
   // Validation fits one GPU at a time (calibrate fits each GPU of a selection separately).
-  const auto split = analysis::split_by_hardware(analysis::select_configurations(all, where));
+  const auto split = analysis::split_by_hardware(analysis::select_configurations(all, where, measured.empty() ? common.db : measured));
   for (const auto& s : split.skipped) log(common, "skipped " + s.reason);
   if (split.hardware.empty()) throw InputError(split.skipped.front().reason + " (nothing selected can be fitted)");
   if (split.hardware.size() > 1)

@@ -52,7 +52,7 @@ std::vector<Calibration> calibrations_of_inputs(const std::vector<std::string>& 
         out.push_back(calibration_from_nccl_tests(read_nccl_tests_output(file), name, file, tool));
         break;
       case InputKind::anchors:
-        out.push_back(calibration_from_anchors(fit_anchors(read_anchors_csv(file)), name, file, tool));
+        out.push_back(calibration_from_anchors(fit_anchors(read_anchors_csv(file), file), name, file, tool));
         break;
       case InputKind::measurements:
         throw_bad_input(file, "kind", "a measurement CSV", "one measurement CSV per invocation");

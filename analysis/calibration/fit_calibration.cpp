@@ -214,7 +214,16 @@ Calibration read_calibration(const std::filesystem::path& path) {
   return calibration_from_json(value, path.string());
 }
 
-AnchorFits fit_anchors(const Anchors& anchors) {
+AnchorFits fit_anchors(const Anchors& anchors, const std::string& source) {
+  if (!source.empty()) {
+    // A fit the rows cannot make (a bandwidth of 1e15 leaves the time flat) is the file's fault:
+    // say which file, not only which fit.
+    try {
+      return fit_anchors(anchors);
+    } catch (const InputError& e) {
+      throw InputError(source + ": " + e.what());
+    }
+  }
   AnchorFits fits;
   std::map<std::pair<std::string, int>, std::vector<CollectivePoint>> series;
   for (const auto& c : anchors.collectives) {

@@ -73,7 +73,8 @@ struct AnchorFits {
   std::vector<CollectiveFit> collectives;
   KernelFit gemm;
 };
-[[nodiscard]] AnchorFits fit_anchors(const Anchors& anchors);
+// `source`: the file the anchors came from; a fit the rows cannot make is refused naming it.
+[[nodiscard]] AnchorFits fit_anchors(const Anchors& anchors, const std::string& source = "");
 [[nodiscard]] Calibration calibration_from_anchors(const AnchorFits& fits, const std::string& name,
                                                    const std::string& source, const std::string& tool);
 

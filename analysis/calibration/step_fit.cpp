@@ -237,7 +237,7 @@ const std::string& predicted_metric(const MeasuredConfiguration& configuration, 
 }
 
 std::vector<MeasuredConfiguration> select_configurations(const std::vector<MeasuredConfiguration>& all,
-                                                         const std::vector<std::string>& where) {
+                                                         const std::vector<std::string>& where, const std::string& source) {
   std::map<std::string, std::vector<ConfigMatch>> by_key;
   for (const auto& w : where) {
     const auto m = ConfigMatch::parse(w);
@@ -256,7 +256,29 @@ std::vector<MeasuredConfiguration> select_configurations(const std::vector<Measu
   if (out.empty()) {
     std::string conditions;
     for (const auto& w : where) conditions += (conditions.empty() ? "" : " ") + w;
-    throw_bad_input("--where", "", conditions, "conditions that select at least one measured configuration");
+    // What there is to select: the values of the keys asked about (a CSV whose header has two
+    // columns swapped shows it here).
+    std::string there;
+    for (const auto& [key, alternatives] : by_key) {
+      std::set<std::string> values;
+      for (const auto& c : all) {
+        const json j = to_json(c);
+        if (j.contains(key)) values.insert(j.at(key).is_string() ? j.at(key).get<std::string>() : j.at(key).dump());
+      }
+      std::string list;
+      int shown = 0;
+      for (const auto& v : values) {
+        if (shown++ == 8) {
+          list += ", …";
+          break;
+        }
+        list += (list.empty() ? "" : ", ") + v;
+      }
+      there += (there.empty() ? "" : "; ") + key + ": " + (values.empty() ? "no such column" : list);
+    }
+    throw_bad_input("--where", "", conditions,
+                    "conditions that select at least one measured configuration" +
+                        (source.empty() ? std::string() : " of " + source) + " (" + there + ")");
   }
   return out;
 }

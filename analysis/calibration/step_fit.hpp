@@ -55,9 +55,11 @@ struct StepMetric {
 
 // "key=value" filters on a configuration's columns (to_json of MeasuredConfiguration): conditions
 // on one key are alternatives (OR), different keys must all hold (AND). UsageError for a bad
-// condition, InputError when nothing matches.
+// condition, InputError when nothing matches (naming `source`, the CSV or database read, and the
+// values its configurations have for the keys asked about).
 [[nodiscard]] std::vector<MeasuredConfiguration> select_configurations(const std::vector<MeasuredConfiguration>& all,
-                                                                       const std::vector<std::string>& where);
+                                                                       const std::vector<std::string>& where,
+                                                                       const std::string& source = "");
 
 
 

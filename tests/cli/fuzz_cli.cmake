@@ -65,6 +65,14 @@ endif()
 set(fz_good_gpu ${PROJECT_SOURCE_DIR}/tests/whatif/data/gpu_good.toml)
 string(REPEAT "x" 300 fz_long_name)
 
+# An optional-valued flag followed by a negative number: boost read the number as an option of its
+# own ("unrecognised option '-1'", naming no flag).
+dionsim_cli_test(fuzz_optional_value_negative EXIT 2 MATCH "--selection-quality: got '-1', expected --selection-quality=VALUE"
+                 ARGS whatif --model seed-5120x8 --scope global_capped --nodes 2 --mfu 0.5 --selection-quality -1)
+# --where that selects nothing names the file and what its keys hold.
+dionsim_cli_test(fuzz_where_selects_nothing EXIT 3
+                 MATCH "--where: got 'run=nope', expected conditions that select at least one measured configuration of .*seed-measurements.csv \\(run: 1node-real-step, 2node-real-step"
+                 ARGS validate --measured ${DIONSIM_SHARED_DIR}/data/seed-measurements.csv --where run=nope)
 # A capacity factor of 1e300 passed the c >= 1 rule and overflowed B = ceil(c·pr·k) (UB).
 dionsim_cli_test(fuzz_capacity_factor_1e300 EXIT 2 MATCH "--capacity-factor: got '1e\\+300', expected auto or a number in \\[1, 1e6\\]"
                  ARGS plan --model seed-5120x8 --world 16 --scope global_capped --capacity-factor 1e300)
