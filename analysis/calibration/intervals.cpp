@@ -182,8 +182,7 @@ FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow
     if (nvlink_domains_of(r).value_or(r.nodes) < 2) continue;  // the trays of one NVL72 rack: no network
     // One cluster = one repository's rows of one GPU label: "github.com/KeitaW/p5-nccl-test-2024-07-19"
     // holds three runs (NCCL 2.20 / 2.22 / 2.22 with tuner) of one pair of p5 nodes.
-    const std::string repository = r.source.substr(0, r.source.find(' '));
-    runs[{repository + "|" + r.gpu, r.nodes, r.world, r.collective, r.size_bytes, r.placement}].push_back(
+    runs[{cluster_of(r), r.nodes, r.world, r.collective, r.size_bytes, r.placement}].push_back(
         std::log(r.time_us));
     lines[{r.source, r.collective, r.nodes, r.world, r.size_bytes}][r.placement] = std::log(r.time_us);
   }
@@ -244,7 +243,7 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
   for (const auto& p : predict_published(bandwidth)) {
     if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains < 2) continue;
     const auto& r = *p.row;
-    const std::string cluster = r.source.substr(0, r.source.find(' ')) + "|" + r.gpu;
+    const std::string cluster = cluster_of(r);
     groups[{cluster, r.gpus_per_node, r.collective == "alltoall"}][r.nodes].push_back(r.time_us / p.dionsim_us);
   }
   InterNodePriorEstimate e;
@@ -294,7 +293,7 @@ IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<Pub
   for (const auto& p : predict_published(bandwidth)) {
     if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains != 1) continue;
     const auto& r = *p.row;
-    groups[{r.source.substr(0, r.source.find(' ')) + "|" + r.gpu, r.nodes, r.gpus_per_node}][r.collective == "alltoall"]
+    groups[{cluster_of(r), r.nodes, r.gpus_per_node}][r.collective == "alltoall"]
         .push_back(r.time_us / p.dionsim_us);
   }
   std::vector<double> link, a2a_vs_ring;

@@ -81,6 +81,8 @@ std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_p
   return gbit / 8.0 / gpus_per_node;
 }
 
+std::string cluster_of(const PublishedRow& row) { return row.source.substr(0, row.source.find(' ')) + "|" + row.gpu; }
+
 SizeRegime regime_of(std::int64_t size_bytes) {
   if (size_bytes <= 64 * 1024) return SizeRegime::latency;
   if (size_bytes >= 64LL * 1024 * 1024) return SizeRegime::bandwidth;

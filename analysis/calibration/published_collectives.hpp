@@ -41,6 +41,10 @@ struct ClusterPreset {
 // says "not stated"; an inference there is not a statement) or names no rate: the preset's holds.
 [[nodiscard]] std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node);
 
+// One published cluster: one repository's rows of one GPU label, "<repository>|<gpu>" (the
+// priors, the fabric spread and --extrapolate group rows by it).
+[[nodiscard]] std::string cluster_of(const PublishedRow& row);
+
 enum class SizeRegime { latency, middle, bandwidth };  // <= 64 KiB, between, >= 64 MiB
 [[nodiscard]] SizeRegime regime_of(std::int64_t size_bytes);
 [[nodiscard]] const char* to_string(SizeRegime r);

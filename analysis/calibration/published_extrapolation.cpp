@@ -17,7 +17,7 @@ PublishedExtrapolation extrapolate_published(const std::vector<RowPrediction>& p
   for (const auto& p : predictions) {
     if (!p.skipped.empty()) continue;
     const PublishedRow& r = *p.row;
-    const Key key{r.source.substr(0, r.source.find(' ')) + "|" + r.gpu, r.gpus_per_node, p.stated_nic_GBps.value_or(0.0)};
+    const Key key{cluster_of(r), r.gpus_per_node, p.stated_nic_GBps.value_or(0.0)};
     clusters[key][r.world / r.gpus_per_node].push_back(&p);
     preset_of[key] = p.preset;
   }
