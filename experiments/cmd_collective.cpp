@@ -65,7 +65,9 @@ std::string evidence_footer(const std::string& preset, const std::optional<analy
     return "# no published nccl-tests rows on " + preset +
            " (validate-collectives): the model is unvalidated on this fabric; treat its times as estimates\n";
   }
-  const std::string whose = e->preset == preset ? "its" : e->preset + "'s, the same fabric's,";
+  const std::string whose = e->preset == preset                     ? "its"
+                            : preset.find('@') != std::string::npos ? e->preset + "'s, the same racks',"
+                                                                    : e->preset + "'s, the same fabric's,";
   std::string out = "# track record on " + preset + " (validate-collectives on " + whose +
                     " published nccl-tests rows, every shape and collective" +
                     (calibrated ? "; the uncalibrated model's" : "") + "), dionsim / measured time:\n";

@@ -154,8 +154,10 @@ int nodes_of_world(std::int64_t world, const topo::FabricSpec& fabric, int gpn, 
   if (world > domain && world % domain != 0) {
     throw_bad_usage(flag, std::to_string(world) + " GPUs on " + fabric.name,
                     "a world within one " + std::to_string(domain) +
-                        "-GPU NVLink domain or of whole domains (a topology file with a smaller "
-                        "gpus_per_nvlink_domain models partly used racks, e.g. 64 of an NVL72's 72)");
+                        "-GPU NVLink domain or of whole domains (partly used racks: --fabric " +
+                        fabric.name.substr(0, fabric.name.find('@')) +
+                        "@<GPUs per rack>, e.g. @64 for 16 of an NVL72's 18 trays, or a topology file's "
+                        "gpus_per_nvlink_domain)");
   }
   return static_cast<int>(world / gpn);
 }

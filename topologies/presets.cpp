@@ -139,13 +139,34 @@ std::vector<std::string> preset_names() {
 }
 
 FabricSpec preset(const std::string& name, const std::string& flag) {
-  const auto it = table().find(name);
+  const std::size_t at = name.find('@');
+  const std::string base = name.substr(0, at);
+  const auto it = table().find(base);
   if (it == table().end()) {
     std::string known;
     for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-    throw_bad_usage(flag, name, "one of " + known);
+    throw_bad_usage(flag, name, "one of " + known + " (an NVL72 preset optionally with @<GPUs used per rack>)");
   }
-  return it->second;
+  if (at == std::string::npos) return it->second;
+  // A job on part of each rack: the NVLink domain it sees is the trays it holds (a 16-tray job on
+  // 18-tray NVL72 racks sees 64-GPU domains), everything else is the rack's.
+  FabricSpec spec = it->second;
+  const std::string count = name.substr(at + 1);
+  const int per_host = spec.gpus_per_host;
+  const int rack = spec.gpus_per_nvlink_domain;
+  const std::string expected = "<preset>@<GPUs per NVLink domain>: a whole number of " + std::to_string(per_host) +
+                               "-GPU trays from " + std::to_string(per_host) + " to " + std::to_string(rack);
+  if (rack == per_host) {
+    throw_bad_usage(flag, name, "@<GPUs> only on presets whose NVLink domain spans hosts (gb200-nvl72, gb300-nvl72, "
+                                "gb300-nvl72-xdr800); " + base + "'s domain is its host: use --gpus-per-node");
+  }
+  const bool digits = !count.empty() && count.size() <= 6 &&
+                      count.find_first_not_of("0123456789") == std::string::npos;
+  const int gpus = digits ? std::stoi(count) : 0;
+  if (gpus < per_host || gpus > rack || gpus % per_host != 0) throw_bad_usage(flag, name, expected);
+  spec.gpus_per_nvlink_domain = gpus;
+  spec.name = gpus == rack ? base : base + "@" + std::to_string(gpus);
+  return spec;
 }
 
 }  // namespace dionsim::topo

@@ -65,7 +65,9 @@ struct FabricSpec {
 [[nodiscard]] FabricSpec with_gpus_per_host(FabricSpec spec, int gpus_per_host);
 
 // Names of the built-in presets, and the preset itself (throws UsageError for an unknown one,
-// naming `flag`). Numbers and sources: docs/simulator.md and presets.cpp.
+// naming `flag`). Numbers and sources: docs/simulator.md and presets.cpp. A preset whose NVLink
+// domain spans hosts takes "@<GPUs>": a job on that many GPUs of each rack ("gb200-nvl72@64",
+// 16 of 18 trays), the domain it sees.
 [[nodiscard]] std::vector<std::string> preset_names();
 [[nodiscard]] FabricSpec preset(const std::string& name, const std::string& flag = "--fabric");
 

@@ -61,6 +61,9 @@ const std::vector<PresetEvidence>& published_preset_evidence() {
 }
 
 std::optional<PresetEvidence> published_evidence_of(const std::string& preset) {
+  // Part of each rack ("gb200-nvl72@64"): the racks' record, whose published runs span 4 to
+  // 72 GPUs per domain.
+  if (const std::size_t at = preset.find('@'); at != std::string::npos) return published_evidence_of(preset.substr(0, at));
   for (const auto& e : published_preset_evidence())
     if (e.preset == preset) return e;
   const auto known = topo::preset_names();

@@ -34,7 +34,8 @@ struct PresetEvidence {
 [[nodiscard]] const std::vector<PresetEvidence>& published_preset_evidence();
 // The committed evidence of a preset: its own rows', or where it has none, that of a preset of the
 // same fabric in every field the model reads (h200-ndr400 is h100-ndr400's fabric: the model
-// prices their calls alike) — PresetEvidence::preset says whose; nullopt for neither.
+// prices their calls alike) — PresetEvidence::preset says whose; part of each rack
+// ("gb200-nvl72@64") takes the racks' record; nullopt for neither.
 [[nodiscard]] std::optional<PresetEvidence> published_evidence_of(const std::string& preset);
 
 }  // namespace dionsim::analysis

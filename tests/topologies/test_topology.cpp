@@ -198,6 +198,31 @@ TEST_CASE("hosts and domains: the HGX domain follows the host, an NVL72 keeps it
                     Catch::Contains("x: gpus_per_nvlink_domain: got '72', expected an integer >= gpus_per_host (96)"));
 }
 
+TEST_CASE("part of each rack: preset@GPUs is the rack with a smaller NVLink domain", "[topology]") {
+  const FabricSpec part = preset("gb200-nvl72@64");
+  CHECK(part.name == "gb200-nvl72@64");
+  CHECK(part.gpus_per_nvlink_domain == 64);
+  CHECK(part.gpus_per_host == 4);
+  FabricSpec rack = preset("gb200-nvl72");
+  rack.gpus_per_nvlink_domain = 64;
+  rack.name = part.name;
+  CHECK(part == rack);  // only the domain (and its name) differ from the whole rack
+  // The same fabric as the topology file the demo uses for it.
+  CHECK(load_topology_file(std::string(DIONSIM_SOURCE_DIR) + "/docs/gb200-nvl72-64.toml").spec == part);
+  CHECK(preset("gb300-nvl72-xdr800@4").gpus_per_nvlink_domain == 4);
+  CHECK(preset("gb200-nvl72@72") == preset("gb200-nvl72"));  // the whole rack is the preset
+  CHECK_THROWS_WITH(preset("gb200-nvl72@66"),
+                    Catch::Contains("--fabric: got 'gb200-nvl72@66', expected <preset>@<GPUs per NVLink domain>: a whole "
+                                    "number of 4-GPU trays from 4 to 72"));
+  for (const char* bad : {"gb200-nvl72@76", "gb200-nvl72@0", "gb200-nvl72@", "gb200-nvl72@6x", "gb200-nvl72@-8",
+                          "gb200-nvl72@99999999999"}) {
+    CHECK_THROWS_AS(preset(bad), dionsim::UsageError);
+  }
+  CHECK_THROWS_WITH(preset("h100-ndr400@4", "--fabric"),
+                    Catch::Contains("only on presets whose NVLink domain spans hosts") && Catch::Contains("--gpus-per-node"));
+  CHECK_THROWS_WITH(preset("nvl73@64"), Catch::Contains("got 'nvl73@64', expected one of"));
+}
+
 TEST_CASE("bad parameters are refused before anything is built", "[topology]") {
   FabricSpec s = simple(Layout::rail, 32, 1.0);
   s.nic_GBps = 0;
