@@ -128,6 +128,13 @@ def flag_cases(exe, tmp, only):
                 cases.append(c)
             cases.append(Case("flags", sub, argv + ["--" + name], "--" + name, f"--{name} (no value)"))
             cases.append(Case("flags", sub, argv + ["--" + name, "1", "--" + name, "2"], None, f"--{name} twice"))
+        if "--fabric" in argv:  # <preset>@<GPUs per rack>: only NVL72 presets, whole trays up to 72
+            for suffix in BAD_VALUES[:22] + ["66", "76", "@64", "64@64", "4"]:
+                for base in ("gb200-nvl72", "h100-ndr400"):
+                    v = base + "@" + suffix
+                    c = Case("flags", sub, set_flag(argv, "fabric", v), "--fabric", f"--fabric={v[:40]!r}")
+                    c.value = v
+                    cases.append(c)
         cases.append(Case("flags", sub, argv + ["--no-such-flag"], "no-such-flag", "unknown flag"))
         cases.append(Case("flags", sub, argv + ["stray-positional"], None, "stray positional"))
     return cases

@@ -154,8 +154,9 @@ FabricSpec preset(const std::string& name, const std::string& flag) {
   const std::string count = name.substr(at + 1);
   const int per_host = spec.gpus_per_host;
   const int rack = spec.gpus_per_nvlink_domain;
+  // At least two trays: a one-tray domain is the host, which --gpus-per-node would then resize.
   const std::string expected = "<preset>@<GPUs per NVLink domain>: a whole number of " + std::to_string(per_host) +
-                               "-GPU trays from " + std::to_string(per_host) + " to " + std::to_string(rack);
+                               "-GPU trays from " + std::to_string(2 * per_host) + " to " + std::to_string(rack);
   if (rack == per_host) {
     throw_bad_usage(flag, name, "@<GPUs> only on presets whose NVLink domain spans hosts (gb200-nvl72, gb300-nvl72, "
                                 "gb300-nvl72-xdr800); " + base + "'s domain is its host: use --gpus-per-node");
@@ -163,7 +164,7 @@ FabricSpec preset(const std::string& name, const std::string& flag) {
   const bool digits = !count.empty() && count.size() <= 6 &&
                       count.find_first_not_of("0123456789") == std::string::npos;
   const int gpus = digits ? std::stoi(count) : 0;
-  if (gpus < per_host || gpus > rack || gpus % per_host != 0) throw_bad_usage(flag, name, expected);
+  if (gpus < 2 * per_host || gpus > rack || gpus % per_host != 0) throw_bad_usage(flag, name, expected);
   spec.gpus_per_nvlink_domain = gpus;
   spec.name = gpus == rack ? base : base + "@" + std::to_string(gpus);
   return spec;

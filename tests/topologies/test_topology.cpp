@@ -209,12 +209,12 @@ TEST_CASE("part of each rack: preset@GPUs is the rack with a smaller NVLink doma
   CHECK(part == rack);  // only the domain (and its name) differ from the whole rack
   // The same fabric as the topology file the demo uses for it.
   CHECK(load_topology_file(std::string(DIONSIM_SOURCE_DIR) + "/docs/gb200-nvl72-64.toml").spec == part);
-  CHECK(preset("gb300-nvl72-xdr800@4").gpus_per_nvlink_domain == 4);
+  CHECK(preset("gb300-nvl72-xdr800@8").gpus_per_nvlink_domain == 8);
   CHECK(preset("gb200-nvl72@72") == preset("gb200-nvl72"));  // the whole rack is the preset
   CHECK_THROWS_WITH(preset("gb200-nvl72@66"),
                     Catch::Contains("--fabric: got 'gb200-nvl72@66', expected <preset>@<GPUs per NVLink domain>: a whole "
-                                    "number of 4-GPU trays from 4 to 72"));
-  for (const char* bad : {"gb200-nvl72@76", "gb200-nvl72@0", "gb200-nvl72@", "gb200-nvl72@6x", "gb200-nvl72@-8",
+                                    "number of 4-GPU trays from 8 to 72"));
+  for (const char* bad : {"gb200-nvl72@4", "gb200-nvl72@76", "gb200-nvl72@0", "gb200-nvl72@", "gb200-nvl72@6x", "gb200-nvl72@-8",
                           "gb200-nvl72@99999999999"}) {
     CHECK_THROWS_AS(preset(bad), dionsim::UsageError);
   }
