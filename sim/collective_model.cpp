@@ -106,7 +106,7 @@ CommShape comm_shape(const topo::FabricSpec& fabric, int nodes, int gpus_per_nod
   s.nic_GBps = spec.nic_GBps / spec.planes;  // one port per plane
   s.nics_per_node = s.ranks_per_node * spec.planes;
   s.net = net_of(spec.network);
-  s.nvswitch_multicast = s.arch >= GpuArch::hopper;
+  s.nvswitch_multicast = s.arch >= GpuArch::hopper && spec.nvls_multicast;
   return s;
 }
 

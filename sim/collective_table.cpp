@@ -28,7 +28,7 @@ nlohmann::json collective_config_json(const CollectiveSpec& spec, const std::str
           {"nic_latency_us", fabric.nic_latency_us}, {"net_step_latency_us", fabric.net_step_latency_us},
           {"nic_efficiency", fabric.nic_efficiency},
           {"layout", topo::to_string(fabric.layout)}, {"leaf_radix", fabric.leaf_radix},
-          {"oversubscription", fabric.oversubscription}};
+          {"oversubscription", fabric.oversubscription}, {"nvls_multicast", fabric.nvls_multicast}};
 }
 
 std::string collective_table_header(const CollectiveSpec& spec, const std::string& mode, std::int64_t nodes,

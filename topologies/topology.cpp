@@ -65,7 +65,8 @@ std::string describe(const FabricSpec& s) {
     << to_string(s.network) << ' ' << s.nic_GBps << " GB/s per GPU" << (s.nic.empty() ? "" : " (" + s.nic + ")")
     << ", " << to_string(s.layout) << ", " << s.leaf_radix << "-port leaves, " << s.planes << " plane"
     << (s.planes == 1 ? "" : "s") << ", oversubscription " << s.oversubscription
-    << (s.tuner_plugin == TunerPlugin::none ? "" : std::string(", NCCL tuner plugin ") + to_string(s.tuner_plugin));
+    << (s.tuner_plugin == TunerPlugin::none ? "" : std::string(", NCCL tuner plugin ") + to_string(s.tuner_plugin))
+    << (s.nvls_multicast ? "" : ", no NVLS multicast");
   return o.str();
 }
 

@@ -56,6 +56,10 @@ struct FabricSpec {
   int leaf_radix = 32;              // downlink ports per leaf switch, at the plane's speed
   double oversubscription = 1;      // leaf downlink / uplink capacity, >= 1 (1 = non-blocking)
   TunerPlugin tuner_plugin = TunerPlugin::none;
+  // NVLink SHARP multicast usable. NCCL runs NVLS / NVLS Tree only where the driver reports
+  // multicast support (transport/nvls.cc, NCCL_NVLS_ENABLE=2); a container without it (or
+  // NCCL_NVLS_ENABLE=0) runs rings and trees on the same switches.
+  bool nvls_multicast = true;
   friend bool operator==(const FabricSpec&, const FabricSpec&) = default;  // every field, exactly
 };
 

@@ -22,6 +22,11 @@ int integer(const std::string& source, const std::string& key, const toml::node&
   throw_bad_input(toml_where(source, node), key, toml_text(node), "an integer >= 1");
 }
 
+bool boolean(const std::string& source, const std::string& key, const toml::node& node) {
+  if (const auto* v = node.as_boolean()) return v->get();
+  throw_bad_input(toml_where(source, node), key, toml_text(node), "true or false");
+}
+
 std::string string(const std::string& source, const std::string& key, const toml::node& node) {
   if (const auto* v = node.as_string()) return v->get();
   throw_bad_input(toml_where(source, node), key, toml_text(node), "a string");
@@ -125,6 +130,8 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       const double v = toml_number(source, key, n);
       if (!(v >= 1)) throw_bad_input(toml_where(source, n), key, toml_text(n), "a number >= 1 (1 = non-blocking)");
       s.oversubscription = v;
+    } else if (key == "nvls_multicast") {
+      s.nvls_multicast = boolean(source, key, n);
     } else if (key == "tuner_plugin") {
       const std::string v = string(source, key, n);
       bool known = false;
@@ -147,7 +154,8 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
       throw_bad_input(toml_where(source, n), key, toml_text(n),
                       "no such key (known: base, name, gpus_per_host, gpus_per_nvlink_domain, nvlink_generation, "
                       "nvlink_GBps, nvlink_latency_us, nvlink_efficiency, network, nic, nic_GBps, nic_latency_us, net_step_latency_us, "
-                      "nic_efficiency, planes, layout, leaf_radix, oversubscription, tuner_plugin; gpus_per_node = gpus_per_host)");
+                      "nic_efficiency, planes, layout, leaf_radix, oversubscription, tuner_plugin, nvls_multicast; gpus_per_node = "
+                      "gpus_per_host)");
     }
   }
   // Without a base the bandwidths and the host size must be given.

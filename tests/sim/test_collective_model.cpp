@@ -18,6 +18,7 @@
 #include "analysis/calibration/published_collectives.hpp"
 #include "sim/step_collectives.hpp"
 #include "topologies/topology.hpp"
+#include "topologies/topology_file.hpp"
 
 using namespace dionsim;
 using namespace dionsim::sim;
@@ -472,6 +473,37 @@ TEST_CASE("whatif's collective timer gives the time `collective` prints for the 
           static_cast<std::int64_t>(std::ceil(calibrated_model.cost(CollectiveOp::alltoall, 64LL << 20).time_us * 1e3)));
     CHECK(calibrated_timer.time_ns(ag) >= timer.time_ns(ag) + 40000);
   }
+}
+
+TEST_CASE("a fabric without NVLS multicast runs rings and trees where NCCL would run NVLS", "[collective][model]") {
+  const auto rack = topo::preset("gb200-nvl72");
+  auto no_multicast = rack;
+  no_multicast.nvls_multicast = false;
+  const std::int64_t bytes = std::int64_t{8} << 30;
+  // One rack of 16 trays: NVLS; without multicast NCCL's next choice, a ring, and slower.
+  const CollectiveModel one_on(rack, 16, 4), one_off(no_multicast, 16, 4);
+  const auto on = one_on.cost(CollectiveOp::allreduce, bytes);
+  const auto off = one_off.cost(CollectiveOp::allreduce, bytes);
+  CHECK(on.algorithm == "nvls");
+  CHECK(off.algorithm == "ring");
+  CHECK(off.time_us > 1.2 * on.time_us);
+  CHECK_FALSE(one_off.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, bytes));
+  CHECK(one_on.price(NcclFunc::allreduce, NcclAlgo::ring, NcclProto::simple, bytes)->time_us == Approx(off.time_us));
+  // Two racks: NVLS Tree, and without multicast a ring again (OCI's Kubernetes GB200 at 32 trays
+  // measured 25.8 ms for 8 GiB, docs/simulator.md).
+  const CollectiveModel two_on(rack, 32, 4), two_off(no_multicast, 32, 4);
+  CHECK(two_on.cost(CollectiveOp::allreduce, bytes).algorithm == "nvlstree");
+  const auto two = two_off.cost(CollectiveOp::allreduce, bytes);
+  CHECK(two.algorithm == "ring");
+  CHECK(two.time_us == Approx(24515).epsilon(0.01));
+  // NCCL's own model, quoted beside it, has no NVLS either.
+  REQUIRE(two.nccl);
+  CHECK(two.nccl->algo == NcclAlgo::ring);
+  // The topology file's key, and a value that is no boolean.
+  CHECK_FALSE(topo::parse_topology("base = \"gb200-nvl72\"\nnvls_multicast = false\n", "k.toml").spec.nvls_multicast);
+  CHECK(topo::parse_topology("base = \"gb200-nvl72\"\n", "k.toml").spec.nvls_multicast);
+  CHECK_THROWS_WITH(topo::parse_topology("base = \"gb200-nvl72\"\nnvls_multicast = 0\n", "k.toml"),
+                    Catch::Contains("k.toml:2: nvls_multicast: got '0', expected true or false"));
 }
 
 TEST_CASE("whatif's timer runs the pair a fabric's tuner plugin picks", "[collective][model]") {
