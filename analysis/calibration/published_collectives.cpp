@@ -26,13 +26,18 @@ std::string lower(std::string s) {
 
 bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
 
-// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent.
+// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent: a whole word (not the
+// tail of XKEY=), and the last assignment, as a shell takes it.
 std::string env_value(const std::string& env, const std::string& key) {
-  const auto at = env.find(key + "=");
-  if (at == std::string::npos) return {};
-  const auto from = at + key.size() + 1;
-  const auto to = env.find_first_of(" ;\t", from);
-  return env.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  std::string value;
+  const std::string assign = key + "=";
+  for (std::size_t at = env.find(assign); at != std::string::npos; at = env.find(assign, at + 1)) {
+    if (at > 0 && std::string(" ;\t").find(env[at - 1]) == std::string::npos) continue;
+    const auto from = at + assign.size();
+    const auto to = env.find_first_of(" ;\t", from);
+    value = env.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  }
+  return value;
 }
 
 }  // namespace
@@ -132,6 +137,8 @@ topo::FabricSpec row_fabric(const RowPrediction& p) {
   // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
   // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
   if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
+  // NCCL_NVLS_ENABLE=0 turns NVLS off whatever the switches can do (NCCL's nvls.cc).
+  if (env_value(p.row->env, "NCCL_NVLS_ENABLE") == "0") spec.nvls_multicast = false;
   return spec;
 }
 
@@ -181,7 +188,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     sim::ModelOptions options;
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps);
+                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls");
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;

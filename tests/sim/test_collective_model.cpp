@@ -588,6 +588,27 @@ TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, 
   CHECK(gb300_cross_rack > 0);
 }
 
+TEST_CASE("validate-collectives: a row whose env sets NCCL_NVLS_ENABLE=0 is predicted without NVLS",
+          "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  int checked = 0;
+  for (const auto& row : rows) {
+    if (row.gpu.find("GB300") == std::string::npos || row.nodes != 16 || row.collective != "allreduce" ||
+        row.size_bytes != (std::int64_t{8} << 30)) {
+      continue;
+    }
+    auto off = row;
+    off.env += " NCCL_NVLS_ENABLE=0";
+    const auto both = predict_published({row, off});
+    CHECK(both[0].algorithm == "nvls");
+    CHECK(both[1].algorithm == "ring");
+    CHECK(both[1].nccl_algorithm == "ring");
+    CHECK(both[1].dionsim_us > 1.2 * both[0].dionsim_us);
+    ++checked;
+  }
+  CHECK(checked == 2);  // the out-of-place and in-place columns
+}
+
 namespace {
 // Each regime's rows and in-goal counts are the sum of its groups' (none lost, none counted twice),
 // and no group lists a regime it has no rows in.
