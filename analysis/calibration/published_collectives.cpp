@@ -61,11 +61,25 @@ std::optional<std::string> preset_for(const PublishedRow& row) {
   return std::nullopt;
 }
 
+namespace {
+
+// What a row's env turns off of its fabric, as NCCL reads it: NCCL_NVLS_ENABLE=0 takes NVLS away
+// whatever the switches can do (transport/nvls.cc); NCCL_MNNVL_ENABLE=0 ends multi-node NVLink,
+// so each tray is its own node and reaches the others over its NICs (init.cc): the domain is
+// the host.
+topo::FabricSpec with_env(topo::FabricSpec spec, const std::string& env) {
+  if (env_value(env, "NCCL_NVLS_ENABLE") == "0") spec.nvls_multicast = false;
+  if (env_value(env, "NCCL_MNNVL_ENABLE") == "0") spec.gpus_per_nvlink_domain = spec.gpus_per_host;
+  return spec;
+}
+
+}  // namespace
+
 std::optional<int> nvlink_domains_of(const PublishedRow& row) {
   const auto preset = preset_for(row);
   if (!preset || row.gpus_per_node < 1) return std::nullopt;
   const int nodes = std::max(1, row.world / row.gpus_per_node);
-  return sim::comm_shape(topo::preset(*preset, "nvlink_domains_of"), nodes, row.gpus_per_node).nodes;
+  return sim::comm_shape(with_env(topo::preset(*preset, "nvlink_domains_of"), row.env), nodes, row.gpus_per_node).nodes;
 }
 
 std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node) {
@@ -137,9 +151,7 @@ topo::FabricSpec row_fabric(const RowPrediction& p) {
   // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
   // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
   if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
-  // NCCL_NVLS_ENABLE=0 turns NVLS off whatever the switches can do (NCCL's nvls.cc).
-  if (env_value(p.row->env, "NCCL_NVLS_ENABLE") == "0") spec.nvls_multicast = false;
-  return spec;
+  return with_env(std::move(spec), p.row->env);
 }
 
 CollectiveSample row_sample(const RowPrediction& p) {
@@ -188,7 +200,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     sim::ModelOptions options;
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls");
+                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain);
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;

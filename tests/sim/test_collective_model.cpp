@@ -609,6 +609,26 @@ TEST_CASE("validate-collectives: a row whose env sets NCCL_NVLS_ENABLE=0 is pred
   CHECK(checked == 2);  // the out-of-place and in-place columns
 }
 
+TEST_CASE("validate-collectives: NCCL_MNNVL_ENABLE=0 makes every tray its own node", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  int checked = 0;
+  for (const auto& row : rows) {
+    if (row.gpu.find("GB300") == std::string::npos || row.nodes != 16 || row.collective != "alltoall" ||
+        row.size_bytes != (std::int64_t{8} << 30)) {
+      continue;
+    }
+    auto off = row;
+    off.env += " NCCL_MNNVL_ENABLE=0";
+    const auto both = predict_published({row, off});
+    CHECK(both[0].nvlink_domains == 1);   // one rack, MNNVL
+    CHECK(both[1].nvlink_domains == 16);  // 16 trays over their NICs
+    CHECK(both[1].dionsim_us > 2 * both[0].dionsim_us);
+    CHECK(row_fabric(both[1]).gpus_per_nvlink_domain == 4);
+    ++checked;
+  }
+  CHECK(checked == 2);
+}
+
 namespace {
 // Each regime's rows and in-goal counts are the sum of its groups' (none lost, none counted twice),
 // and no group lists a regime it has no rows in.
