@@ -66,10 +66,12 @@ namespace {
 // What a row's env turns off of its fabric, as NCCL reads it: NCCL_NVLS_ENABLE=0 takes NVLS away
 // whatever the switches can do (transport/nvls.cc); NCCL_MNNVL_ENABLE=0 ends multi-node NVLink,
 // so each tray is its own node and reaches the others over its NICs (init.cc): the domain is
-// the host.
+// the host; NCCL_TUNER_PLUGIN=none loads no tuner plugin (plugin/tuner.cc), NCCL's own choice
+// stands.
 topo::FabricSpec with_env(topo::FabricSpec spec, const std::string& env) {
   if (env_value(env, "NCCL_NVLS_ENABLE") == "0") spec.nvls_multicast = false;
   if (env_value(env, "NCCL_MNNVL_ENABLE") == "0") spec.gpus_per_nvlink_domain = spec.gpus_per_host;
+  if (lower(env_value(env, "NCCL_TUNER_PLUGIN")) == "none") spec.tuner_plugin = topo::TunerPlugin::none;
   return spec;
 }
 
@@ -200,7 +202,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     sim::ModelOptions options;
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain);
+                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) + "/" + topo::to_string(spec.tuner_plugin);
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;

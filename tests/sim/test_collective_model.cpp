@@ -609,6 +609,26 @@ TEST_CASE("validate-collectives: a row whose env sets NCCL_NVLS_ENABLE=0 is pred
   CHECK(checked == 2);  // the out-of-place and in-place columns
 }
 
+TEST_CASE("validate-collectives: NCCL_TUNER_PLUGIN=none leaves NCCL's own choice on p5", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  int checked = 0;
+  for (const auto& row : rows) {
+    if (row.gpu.find("p5.48xlarge") == std::string::npos || row.nodes != 4 || row.collective != "allreduce" ||
+        row.size_bytes != (std::int64_t{256} << 20)) {
+      continue;
+    }
+    auto off = row;
+    off.env += " NCCL_TUNER_PLUGIN=none";
+    const auto both = predict_published({row, off});
+    CHECK(both[0].chosen_by == "aws-ofi-p5");
+    CHECK(both[1].chosen_by == "nccl");
+    CHECK(both[1].algorithm == both[1].nccl_algorithm);
+    CHECK(both[0].algorithm != both[1].algorithm);
+    ++checked;
+  }
+  CHECK(checked > 0);
+}
+
 TEST_CASE("validate-collectives: NCCL_MNNVL_ENABLE=0 makes every tray its own node", "[collective][validate]") {
   const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
   int checked = 0;
