@@ -58,10 +58,9 @@ constexpr double kSimpleCompletionUs = 3.0;
 // NCCL's own model (NVIDIA's figures for InfiniBand) charges one NVLS latency for both.
 constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
 
-// NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB,
-// LL 8 lines x 512 threads x 8 steps x 16 B, LL128 120 elements x 640 threads x 8 steps x 8 B.
+// NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB
+// (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B, LL128 120 elements x 640 threads x 8 steps x 8 B.
 constexpr std::int64_t kNcclSteps = 8;
-constexpr std::int64_t kSimpleBuffBytes = 1 << 22;
 constexpr std::int64_t kLlBuffBytes = 8LL * 512 * 8 * 16;
 constexpr std::int64_t kLl128BuffBytes = 120LL * 640 * 8 * 8;
 
@@ -255,7 +254,7 @@ double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t b
     case NcclAlgo::tree: {
       stages = 2 * ((g - 1) + floor_log2(nodes));  // up the chain and tree, then down
       pipelines = nccl_.graph(a).channels;
-      if (p == NcclProto::simple) chunk = kSimpleBuffBytes / kNcclSteps;
+      if (p == NcclProto::simple) chunk = options_.simple_buff_bytes / kNcclSteps;
       if (p == NcclProto::ll) chunk = kLlBuffBytes / kNcclSteps / 2;
       if (p == NcclProto::ll128) {
         chunk = kLl128BuffBytes / kNcclSteps / 16 * 15;

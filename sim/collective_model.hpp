@@ -40,6 +40,7 @@ struct ModelOptions {
   double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
   bool pxn = true;                  // PXN routing of all-to-alls on rail-optimized fabrics
   int p2p_concurrent_peers = 16;    // NCCL p2p channels (32) / channels per peer (2)
+  std::int64_t simple_buff_bytes = std::int64_t{4} << 20;  // NCCL_BUFFSIZE: Simple's buffer, NCCL_STEPS chunks
   // What `dionsim calibrate --nccl-tests` fits (analysis/calibration/collective_fit.hpp); the
   // defaults are the uncalibrated model.
   double call_overhead_us = 0;      // once per call (launch, group, proxy wake-up)

@@ -148,6 +148,23 @@ NcclChoice forced_choice_of(const PublishedRow& row) {
 
 }  // namespace
 
+// The model options a row's env sets: NCCL_BUFFSIZE (Simple's buffer: a tree's chunk is an
+// eighth of it) and NCCL_PXN_DISABLE=1 (all-to-all messages go out of the sender's own NIC).
+sim::ModelOptions row_model_options(const PublishedRow& row) {
+  const std::string where = where_of(row);
+  sim::ModelOptions options;
+  if (const std::string v = env_value(row.env, "NCCL_BUFFSIZE"); !v.empty()) {
+    const bool digits = v.size() <= 10 && v.find_first_not_of("0123456789") == std::string::npos;
+    const std::int64_t bytes = digits ? std::stoll(v) : 0;
+    if (bytes < 65536 || bytes > (std::int64_t{1} << 30)) {
+      throw_bad_input(where, "env", "NCCL_BUFFSIZE=" + v, "NCCL_BUFFSIZE a number of bytes in [65536, 1073741824]");
+    }
+    options.simple_buff_bytes = bytes;
+  }
+  if (env_value(row.env, "NCCL_PXN_DISABLE") == "1") options.pxn = false;
+  return options;
+}
+
 topo::FabricSpec row_fabric(const RowPrediction& p) {
   topo::FabricSpec spec = topo::preset(p.preset, where_of(*p.row) + ": preset");
   // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
@@ -199,10 +216,11 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
     p.stated_nic_GBps = stated_nic_GBps_per_gpu(row.nic, row.gpus_per_node);
     topo::FabricSpec spec = row_fabric(p);
-    sim::ModelOptions options;
+    sim::ModelOptions options = row_model_options(row);
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) + "/" + topo::to_string(spec.tuner_plugin);
+                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) + "/" + topo::to_string(spec.tuner_plugin) +
+                            "/buff" + std::to_string(options.simple_buff_bytes) + (options.pxn ? "" : "/no-pxn");
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;

@@ -76,6 +76,9 @@ struct Calibration;
 // A predicted row (not skipped) as the collective fit takes it (collective_fit.hpp): the fabric it
 // is predicted on — its preset, with the NIC the row states — and the measured call.
 [[nodiscard]] topo::FabricSpec row_fabric(const RowPrediction& prediction);
+// The model options a row's env sets: NCCL_BUFFSIZE (Simple's buffer; InputError naming the row
+// for one that is no byte count in [64 KiB, 1 GiB]) and NCCL_PXN_DISABLE=1.
+[[nodiscard]] sim::ModelOptions row_model_options(const PublishedRow& row);
 [[nodiscard]] CollectiveSample row_sample(const RowPrediction& prediction);
 
 struct RegimeSummary {

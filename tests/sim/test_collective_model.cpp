@@ -629,6 +629,36 @@ TEST_CASE("validate-collectives: NCCL_TUNER_PLUGIN=none leaves NCCL's own choice
   CHECK(checked > 0);
 }
 
+TEST_CASE("validate-collectives: NCCL_BUFFSIZE sets a Simple tree's chunk, NCCL_PXN_DISABLE=1 PXN", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  int checked = 0;
+  for (const auto& row : rows) {  // CoreWeave's A100 16 x 8 all-reduce of 512 MiB runs Tree/Simple
+    if (row.gpu.find("A100-SXM4-80GB") == std::string::npos || row.nodes != 16 || row.collective != "allreduce" ||
+        row.size_bytes != (std::int64_t{512} << 20)) {
+      continue;
+    }
+    auto big = row;
+    big.env += " NCCL_BUFFSIZE=16777216";
+    const auto both = predict_published({row, big});
+    REQUIRE(both[0].algorithm == "tree");
+    REQUIRE(both[0].protocol == "simple");
+    CHECK(row_model_options(row).simple_buff_bytes == std::int64_t{4} << 20);
+    CHECK(row_model_options(big).simple_buff_bytes == std::int64_t{16} << 20);
+    CHECK(both[1].dionsim_us > both[0].dionsim_us);  // 2 MiB chunks: a longer fill
+    ++checked;
+  }
+  CHECK(checked == 2);
+  PublishedRow row = rows.front();
+  CHECK(row_model_options(row).pxn);
+  row.env += " NCCL_PXN_DISABLE=1";
+  CHECK_FALSE(row_model_options(row).pxn);
+  for (const char* bad : {"NCCL_BUFFSIZE=4M", "NCCL_BUFFSIZE=0", "NCCL_BUFFSIZE=-1", "NCCL_BUFFSIZE=99999999999"}) {
+    row.env = bad;
+    CHECK_THROWS_WITH(row_model_options(row), Catch::Contains("measurements.csv:" + std::to_string(row.line) + ": env: got '" +
+                                                              bad + "', expected NCCL_BUFFSIZE a number of bytes"));
+  }
+}
+
 TEST_CASE("validate-collectives: NCCL_MNNVL_ENABLE=0 makes every tray its own node", "[collective][validate]") {
   const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
   int checked = 0;
