@@ -49,6 +49,18 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
       continue;
     }
     const std::string where = source + ":" + std::to_string(run.line);
+    // A run whose NCCL reported NCCL_ALGO / NCCL_PROTO from its environment (NCCL_DEBUG=INFO)
+    // ran that choice: the fit prices it, not NCCL's default.
+    const auto env = [&](const char* key) {
+      const auto it = run.env.find(key);
+      return it == run.env.end() ? std::string{} : it->second;
+    };
+    sim::NcclChoice forced;
+    try {
+      forced = sim::NcclChoice::parse(env("NCCL_ALGO"), env("NCCL_PROTO"), where + ": NCCL_ALGO", where + ": NCCL_PROTO");
+    } catch (const UsageError& e) {
+      throw InputError(e.what());  // the log's value, not a flag: a bad file (exit 3)
+    }
     const int hosts = std::max(1, run.nodes);
     if (run.world < 1 || run.world % hosts != 0) {
       throw_bad_input(where, "ranks", std::to_string(run.world),
@@ -62,6 +74,7 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
       s.gpus_per_node = run.world / hosts;
       s.bytes = row.bytes;
       s.time_us = row.time_us;
+      s.forced = forced;
       s.where = source + ":" + std::to_string(row.line);
       out.push_back(s);
     }

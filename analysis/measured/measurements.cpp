@@ -206,6 +206,16 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       if (const auto bracket = line.find("] "); run.device.empty() && bracket != std::string::npos) {
         run.device = trim(line.substr(bracket + 2));
       }
+    } else if (const auto info = line.find(" NCCL INFO NCCL_"); info != std::string::npos) {
+      // "<host>:<pid>:<tid> [<dev>] NCCL INFO NCCL_ALGO set by environment to Ring" (integer
+      // parameters end in a period: "... to 0.").
+      static const std::string kSet = " set by environment to ";
+      const auto set = line.find(kSet, info);
+      if (set == std::string::npos) continue;
+      const std::string key = trim(line.substr(info + 11, set - info - 11));
+      std::string value = trim(line.substr(set + kSet.size()));
+      if (!value.empty() && value.back() == '.') value.pop_back();
+      if (!key.empty() && key.find(' ') == std::string::npos) current().env[key] = value;
     } else if (t[0] != "#" && t[0][0] != '#' && all_digits(t[0]) && t.size() >= 12 && all_digits(t[1])) {
       // size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong
       const std::size_t o = t.size() >= 13 ? 5 : 4;  // older versions print no root column
@@ -248,8 +258,10 @@ nlohmann::json to_json(const NcclTestsRun& run) {
     rows.push_back(
         {{"bytes", r.bytes}, {"time_us", r.time_us}, {"algbw_GBps", r.algbw_GBps}, {"busbw_GBps", r.busbw_GBps}});
   }
-  return {{"program", run.program}, {"op", run.op},         {"world", run.world},
-          {"nodes", run.nodes},     {"device", run.device}, {"rows", rows}};
+  nlohmann::json out = {{"program", run.program}, {"op", run.op},         {"world", run.world},
+                        {"nodes", run.nodes},     {"device", run.device}, {"rows", rows}};
+  if (!run.env.empty()) out["env"] = run.env;
+  return out;
 }
 
 std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path) {

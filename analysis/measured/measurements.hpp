@@ -153,13 +153,17 @@ struct NcclTestsRun {
   std::string device;   // GPU name on the first rank line ("NVIDIA H100 80GB HBM3")
   std::vector<NcclTestsRow> rows;
   int line = 0;  // of the "Collective test starting" line
+  // NCCL's own report of its environment in an NCCL_DEBUG=INFO log ("NCCL INFO NCCL_ALGO set by
+  // environment to Ring"): variable -> value, the last line of the block for each.
+  std::map<std::string, std::string> env;
 };
 // Parses every block; lines that are neither nccl-tests comments nor data rows (mpirun noise,
 // "NCCL version …") are skipped. InputError naming file:line for a data row that does not parse,
 // and when no block with rows is found.
 [[nodiscard]] std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source);
 [[nodiscard]] std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path);
-// {"program", "op", "world", "nodes", "device", "rows": [{"bytes", "time_us", "algbw_GBps", "busbw_GBps"}]}.
+// {"program", "op", "world", "nodes", "device", "rows": [{"bytes", "time_us", "algbw_GBps", "busbw_GBps"}]},
+// and "env" (NCCL's reported variables) when the log has any.
 [[nodiscard]] nlohmann::json to_json(const NcclTestsRun& run);
 // True when `text` looks like nccl-tests stdout (has its banner or its table header).
 [[nodiscard]] bool looks_like_nccl_tests(const std::string& text);

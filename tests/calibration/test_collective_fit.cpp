@@ -153,6 +153,25 @@ TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration]
   odd.line = 3;
   odd.rows.push_back({});
   CHECK_THROWS_WITH(samples_from_nccl_tests({odd}, "odd.log"), Catch::Contains("odd.log:3") && Catch::Contains("ranks"));
+  // A forced algorithm NCCL reported (NCCL_DEBUG=INFO) that NCCL_ALGO cannot name: a bad file.
+  NcclTestsRun forced;
+  forced.op = "all_reduce";
+  forced.world = 16;
+  forced.nodes = 2;
+  forced.line = 7;
+  forced.rows.push_back({});
+  forced.rows.back().bytes = 1 << 20;
+  forced.rows.back().time_us = 50;
+  forced.env["NCCL_ALGO"] = "CollNetChain";
+  CHECK_THROWS_AS(samples_from_nccl_tests({forced}, "f.log"), InputError);
+  CHECK_THROWS_WITH(samples_from_nccl_tests({forced}, "f.log"),
+                    Catch::Contains("f.log:7: NCCL_ALGO: got 'CollNetChain', expected a comma list of ring"));
+  // One it can: the samples carry the choice the run made, and the fit prices that.
+  forced.env = {{"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"}};
+  const auto samples = samples_from_nccl_tests({forced}, "f.log");
+  REQUIRE(samples.size() == 1);
+  CHECK(samples[0].forced.algos == std::array<bool, sim::kNcclAlgos>{true, false, false, false, false});
+  CHECK(samples[0].forced.protos == std::array<bool, sim::kNcclProtos>{false, false, true});
 }
 
 TEST_CASE("collective fit: one published cluster's all-gather rows predict its other rows", "[calibration][collective_fit]") {

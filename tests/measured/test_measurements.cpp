@@ -183,6 +183,25 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
   CHECK(both[1].op == "all_reduce");
   CHECK(both[1].rows[0].time_us == 12.5);
 
+  // NCCL_DEBUG=INFO: NCCL reports the variables it read from the environment, per block.
+  const std::string info =
+      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
+      "a:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+      "a:1:1 [0] NCCL INFO NCCL_NVLS_ENABLE set by environment to 0.\n"
+      "a:1:1 [0] NCCL INFO NCCL_PROTO set by environment to LL128\n"
+      "a:1:1 [0] NCCL INFO NCCL_PROTO set by environment to Simple\n"
+      "a:1:1 [0] NCCL INFO Channel 00/24 : 0 1\n"
+      "        1024   256  float  sum  -1  12.5  0.08  0.00  0  12.0  0.09  0.00  0\n"
+      "# Collective test starting: all_gather_perf\n"
+      "        1024   128  float  none  -1  10.0  0.10  0.05  0  10.0  0.10  0.05  0\n";
+  const auto logged = parse_nccl_tests_output(info, "info.log");
+  REQUIRE(logged.size() == 2);
+  CHECK(logged[0].env == std::map<std::string, std::string>{
+                             {"NCCL_ALGO", "Ring"}, {"NCCL_NVLS_ENABLE", "0"}, {"NCCL_PROTO", "Simple"}});
+  CHECK(logged[1].env.empty());  // another block: its own NCCL
+  CHECK(to_json(logged[0])["env"]["NCCL_ALGO"] == "Ring");
+  CHECK_FALSE(to_json(logged[1]).contains("env"));
+
   CHECK_THROWS_WITH(
       parse_nccl_tests_output(
           "# Collective test starting: alltoall_perf\n  1024  256  float  none  -1  fast  0.1  0.1  0  1  1  1  0\n",
