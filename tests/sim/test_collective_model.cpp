@@ -588,67 +588,73 @@ TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, 
   CHECK(gb300_cross_rack > 0);
 }
 
-TEST_CASE("validate-collectives: a row whose env sets NCCL_NVLS_ENABLE=0 is predicted without NVLS",
-          "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  int checked = 0;
-  for (const auto& row : rows) {
-    if (row.gpu.find("GB300") == std::string::npos || row.nodes != 16 || row.collective != "allreduce" ||
-        row.size_bytes != (std::int64_t{8} << 30)) {
+namespace {
+
+// The published rows of one shape and size (out-of-place and in-place: two rows), each predicted
+// as published ([0]) and with `env` added to its env ([1]). The predictions point into `rows`.
+struct EnvPair {
+  std::vector<PublishedRow> rows;
+  std::vector<RowPrediction> predictions;
+};
+std::vector<std::unique_ptr<EnvPair>> predicted_with_env(const std::string& gpu, int nodes, const std::string& collective,
+                                                         std::int64_t bytes, const std::string& env) {
+  static const auto published =
+      read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  std::vector<std::unique_ptr<EnvPair>> out;
+  for (const auto& row : published) {
+    if (row.gpu.find(gpu) == std::string::npos || row.nodes != nodes || row.collective != collective ||
+        row.size_bytes != bytes) {
       continue;
     }
-    auto off = row;
-    off.env += " NCCL_NVLS_ENABLE=0";
-    const auto both = predict_published({row, off});
+    auto pair = std::make_unique<EnvPair>();
+    pair->rows = {row, row};
+    pair->rows[1].env += " " + env;
+    pair->predictions = predict_published(pair->rows);
+    out.push_back(std::move(pair));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("validate-collectives: a row whose env sets NCCL_NVLS_ENABLE=0 is predicted without NVLS",
+          "[collective][validate]") {
+  const auto pairs = predicted_with_env("GB300", 16, "allreduce", std::int64_t{8} << 30, "NCCL_NVLS_ENABLE=0");
+  CHECK(pairs.size() == 2);  // the out-of-place and in-place columns
+  for (const auto& pair : pairs) {
+    const auto& both = pair->predictions;
     CHECK(both[0].algorithm == "nvls");
     CHECK(both[1].algorithm == "ring");
     CHECK(both[1].nccl_algorithm == "ring");
     CHECK(both[1].dionsim_us > 1.2 * both[0].dionsim_us);
-    ++checked;
   }
-  CHECK(checked == 2);  // the out-of-place and in-place columns
 }
 
 TEST_CASE("validate-collectives: NCCL_TUNER_PLUGIN=none leaves NCCL's own choice on p5", "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  int checked = 0;
-  for (const auto& row : rows) {
-    if (row.gpu.find("p5.48xlarge") == std::string::npos || row.nodes != 4 || row.collective != "allreduce" ||
-        row.size_bytes != (std::int64_t{256} << 20)) {
-      continue;
-    }
-    auto off = row;
-    off.env += " NCCL_TUNER_PLUGIN=none";
-    const auto both = predict_published({row, off});
+  const auto pairs = predicted_with_env("p5.48xlarge", 4, "allreduce", std::int64_t{256} << 20, "NCCL_TUNER_PLUGIN=none");
+  CHECK_FALSE(pairs.empty());
+  for (const auto& pair : pairs) {
+    const auto& both = pair->predictions;
     CHECK(both[0].chosen_by == "aws-ofi-p5");
     CHECK(both[1].chosen_by == "nccl");
     CHECK(both[1].algorithm == both[1].nccl_algorithm);
     CHECK(both[0].algorithm != both[1].algorithm);
-    ++checked;
   }
-  CHECK(checked > 0);
 }
 
 TEST_CASE("validate-collectives: NCCL_BUFFSIZE sets a Simple tree's chunk, NCCL_PXN_DISABLE=1 PXN", "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  int checked = 0;
-  for (const auto& row : rows) {  // CoreWeave's A100 16 x 8 all-reduce of 512 MiB runs Tree/Simple
-    if (row.gpu.find("A100-SXM4-80GB") == std::string::npos || row.nodes != 16 || row.collective != "allreduce" ||
-        row.size_bytes != (std::int64_t{512} << 20)) {
-      continue;
-    }
-    auto big = row;
-    big.env += " NCCL_BUFFSIZE=16777216";
-    const auto both = predict_published({row, big});
+  // CoreWeave's A100 16 x 8 all-reduce of 512 MiB runs Tree/Simple.
+  const auto pairs = predicted_with_env("A100-SXM4-80GB", 16, "allreduce", std::int64_t{512} << 20, "NCCL_BUFFSIZE=16777216");
+  REQUIRE(pairs.size() == 2);
+  for (const auto& pair : pairs) {
+    const auto& both = pair->predictions;
     REQUIRE(both[0].algorithm == "tree");
     REQUIRE(both[0].protocol == "simple");
-    CHECK(row_model_options(row).simple_buff_bytes == std::int64_t{4} << 20);
-    CHECK(row_model_options(big).simple_buff_bytes == std::int64_t{16} << 20);
+    CHECK(row_model_options(pair->rows[0]).simple_buff_bytes == std::int64_t{4} << 20);
+    CHECK(row_model_options(pair->rows[1]).simple_buff_bytes == std::int64_t{16} << 20);
     CHECK(both[1].dionsim_us > both[0].dionsim_us);  // 2 MiB chunks: a longer fill
-    ++checked;
   }
-  CHECK(checked == 2);
-  PublishedRow row = rows.front();
+  PublishedRow row = pairs.front()->rows[0];
   CHECK(row_model_options(row).pxn);
   row.env += " NCCL_PXN_DISABLE=1";
   CHECK_FALSE(row_model_options(row).pxn);
@@ -660,23 +666,15 @@ TEST_CASE("validate-collectives: NCCL_BUFFSIZE sets a Simple tree's chunk, NCCL_
 }
 
 TEST_CASE("validate-collectives: NCCL_MNNVL_ENABLE=0 makes every tray its own node", "[collective][validate]") {
-  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
-  int checked = 0;
-  for (const auto& row : rows) {
-    if (row.gpu.find("GB300") == std::string::npos || row.nodes != 16 || row.collective != "alltoall" ||
-        row.size_bytes != (std::int64_t{8} << 30)) {
-      continue;
-    }
-    auto off = row;
-    off.env += " NCCL_MNNVL_ENABLE=0";
-    const auto both = predict_published({row, off});
+  const auto pairs = predicted_with_env("GB300", 16, "alltoall", std::int64_t{8} << 30, "NCCL_MNNVL_ENABLE=0");
+  CHECK(pairs.size() == 2);
+  for (const auto& pair : pairs) {
+    const auto& both = pair->predictions;
     CHECK(both[0].nvlink_domains == 1);   // one rack, MNNVL
     CHECK(both[1].nvlink_domains == 16);  // 16 trays over their NICs
     CHECK(both[1].dionsim_us > 2 * both[0].dionsim_us);
     CHECK(row_fabric(both[1]).gpus_per_nvlink_domain == 4);
-    ++checked;
   }
-  CHECK(checked == 2);
 }
 
 namespace {
