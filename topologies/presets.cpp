@@ -158,8 +158,11 @@ FabricSpec preset(const std::string& name, const std::string& flag) {
   const std::string expected = "<preset>@<GPUs per NVLink domain>: a whole number of " + std::to_string(per_host) +
                                "-GPU trays from " + std::to_string(2 * per_host) + " to " + std::to_string(rack);
   if (rack == per_host) {
-    throw_bad_usage(flag, name, "@<GPUs> only on presets whose NVLink domain spans hosts (gb200-nvl72, gb300-nvl72, "
-                                "gb300-nvl72-xdr800); " + base + "'s domain is its host: use --gpus-per-node");
+    std::string racks;
+    for (const auto& [n, s] : table())
+      if (s.gpus_per_nvlink_domain > s.gpus_per_host) racks += (racks.empty() ? "" : ", ") + n;
+    throw_bad_usage(flag, name, "@<GPUs> only on presets whose NVLink domain spans hosts (" + racks + "); " + base +
+                                    "'s domain is its host: use --gpus-per-node");
   }
   const bool digits = !count.empty() && count.size() <= 6 &&
                       count.find_first_not_of("0123456789") == std::string::npos;

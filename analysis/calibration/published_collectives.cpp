@@ -218,8 +218,10 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     topo::FabricSpec spec = row_fabric(p);
     sim::ModelOptions options = row_model_options(row);
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
+    // One model per fabric, shape and env-set option (every field a row can change).
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps) + (spec.nvls_multicast ? "" : "/no-nvls") + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) + "/" + topo::to_string(spec.tuner_plugin) +
+                            std::to_string(spec.nic_GBps) + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) +
+                            (spec.nvls_multicast ? "" : "/no-nvls") + "/" + topo::to_string(spec.tuner_plugin) +
                             "/buff" + std::to_string(options.simple_buff_bytes) + (options.pxn ? "" : "/no-pxn");
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
