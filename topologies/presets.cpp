@@ -1,9 +1,12 @@
 // Built-in fabric presets. Bandwidths are vendor figures per GPU and per direction (GB = 1e9 B);
 // latencies and efficiencies are the per-fabric parameters calibration pins (`dionsim calibrate`).
 // Every figure's public source is in docs/simulator.md ("Presets"); the comments below say which.
+#include <cmath>
 #include <map>
+#include <optional>
 
 #include "common/error.hpp"
+#include "common/parse.hpp"
 #include "topologies/topology.hpp"
 
 namespace dionsim::topo {
@@ -164,10 +167,10 @@ FabricSpec preset(const std::string& name, const std::string& flag) {
     throw_bad_usage(flag, name, "@<GPUs> only on presets whose NVLink domain spans hosts (" + racks + "); " + base +
                                     "'s domain is its host: use --gpus-per-node");
   }
-  const bool digits = !count.empty() && count.size() <= 6 &&
-                      count.find_first_not_of("0123456789") == std::string::npos;
-  const int gpus = digits ? std::stoi(count) : 0;
-  if (gpus < 2 * per_host || gpus > rack || gpus % per_host != 0) throw_bad_usage(flag, name, expected);
+  const std::optional<double> v = to_number(count);
+  if (!v || *v != std::floor(*v) || *v < 2 * per_host || *v > rack) throw_bad_usage(flag, name, expected);
+  const int gpus = static_cast<int>(*v);
+  if (gpus % per_host != 0) throw_bad_usage(flag, name, expected);
   spec.gpus_per_nvlink_domain = gpus;
   spec.name = gpus == rack ? base : base + "@" + std::to_string(gpus);
   return spec;

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 
 #include "analysis/calibration/collective_fit.hpp"
 #include "common/error.hpp"
+#include "common/parse.hpp"
 #include "sim/collective_model.hpp"
 #include "sim/step_collectives.hpp"
 #include "topologies/topology.hpp"
@@ -154,12 +156,11 @@ sim::ModelOptions row_model_options(const PublishedRow& row) {
   const std::string where = where_of(row);
   sim::ModelOptions options;
   if (const std::string v = env_value(row.env, "NCCL_BUFFSIZE"); !v.empty()) {
-    const bool digits = v.size() <= 10 && v.find_first_not_of("0123456789") == std::string::npos;
-    const std::int64_t bytes = digits ? std::stoll(v) : 0;
-    if (bytes < 65536 || bytes > (std::int64_t{1} << 30)) {
+    const std::optional<double> bytes = to_number(v);
+    if (!bytes || *bytes != std::floor(*bytes) || *bytes < 65536 || *bytes > 1073741824) {
       throw_bad_input(where, "env", "NCCL_BUFFSIZE=" + v, "NCCL_BUFFSIZE a number of bytes in [65536, 1073741824]");
     }
-    options.simple_buff_bytes = bytes;
+    options.simple_buff_bytes = static_cast<std::int64_t>(*bytes);
   }
   if (env_value(row.env, "NCCL_PXN_DISABLE") == "1") options.pxn = false;
   return options;

@@ -210,9 +210,10 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       // "<host>:<pid>:<tid> [<dev>] NCCL INFO NCCL_ALGO set by environment to Ring" (integer
       // parameters end in a period: "... to 0.").
       static const std::string kSet = " set by environment to ";
-      const auto set = line.find(kSet, info);
+      const auto from = info + std::string_view(" NCCL INFO ").size();
+      const auto set = line.find(kSet, from);
       if (set == std::string::npos) continue;
-      const std::string key = trim(line.substr(info + 11, set - info - 11));
+      const std::string key = trim(line.substr(from, set - from));
       std::string value = trim(line.substr(set + kSet.size()));
       if (!value.empty() && value.back() == '.') value.pop_back();
       if (!key.empty() && key.find(' ') == std::string::npos) current().env[key] = value;
