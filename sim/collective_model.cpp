@@ -59,7 +59,8 @@ constexpr double kSimpleCompletionUs = 3.0;
 constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
 
 // NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB
-// (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B, LL128 120 elements x 640 threads x 8 steps x 8 B.
+// (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B,
+// LL128 120 elements x 640 threads x 8 steps x 8 B.
 constexpr std::int64_t kNcclSteps = 8;
 constexpr std::int64_t kLlBuffBytes = 8LL * 512 * 8 * 16;
 constexpr std::int64_t kLl128BuffBytes = 120LL * 640 * 8 * 8;
