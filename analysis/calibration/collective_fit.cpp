@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <memory>
 
 #include "analysis/calibration/fit.hpp"
@@ -49,18 +50,14 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
       continue;
     }
     const std::string where = source + ":" + std::to_string(run.line);
-    // A run whose NCCL reported NCCL_ALGO / NCCL_PROTO from its environment (NCCL_DEBUG=INFO)
-    // ran that choice: the fit prices it, not NCCL's default.
-    const auto env = [&](const char* key) {
-      const auto it = run.env.find(key);
-      return it == run.env.end() ? std::string{} : it->second;
-    };
-    sim::NcclChoice forced;
-    try {
-      forced = sim::NcclChoice::parse(env("NCCL_ALGO"), env("NCCL_PROTO"), where + ": NCCL_ALGO", where + ": NCCL_PROTO");
-    } catch (const UsageError& e) {
-      throw InputError(e.what());  // the log's value, not a flag: a bad file (exit 3)
-    }
+    // What the run's NCCL reported reading from its environment (NCCL_DEBUG=INFO): a forced
+    // NCCL_ALGO ran that choice, NCCL_NVLS_ENABLE=0 no NVLS, … — the fit prices what ran.
+    const sim::NcclEnv nccl = sim::NcclEnv::read(
+        [&](const std::string& key) {
+          const auto it = run.env.find(key);
+          return it == run.env.end() ? std::string{} : it->second;
+        },
+        where);
     const int hosts = std::max(1, run.nodes);
     if (run.world < 1 || run.world % hosts != 0) {
       throw_bad_input(where, "ranks", std::to_string(run.world),
@@ -74,7 +71,7 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
       s.gpus_per_node = run.world / hosts;
       s.bytes = row.bytes;
       s.time_us = row.time_us;
-      s.forced = forced;
+      s.nccl = nccl;
       s.where = source + ":" + std::to_string(row.line);
       out.push_back(s);
     }
@@ -90,10 +87,11 @@ CollectiveFitParameters default_parameters(const topo::FabricSpec& fabric) {
 }
 
 std::unique_ptr<sim::CollectiveModel> calibrated_model(const topo::FabricSpec& fabric, const CollectiveFitParameters& p, int nodes,
-                                      int gpus_per_node) {
-  topo::FabricSpec spec = fabric;
+                                      int gpus_per_node, const sim::NcclEnv& nccl) {
+  topo::FabricSpec spec = nccl.applied(fabric);
   spec.nic_efficiency = p.nic_efficiency;
   sim::ModelOptions options;
+  nccl.apply(options);
   options.call_overhead_us = p.call_overhead_us;
   options.net_hop_extra_us = p.net_hop_extra_us;
   options.nvlink_scale = p.nvlink_scale;
@@ -102,13 +100,13 @@ std::unique_ptr<sim::CollectiveModel> calibrated_model(const topo::FabricSpec& f
 
 std::vector<double> predict_samples(const topo::FabricSpec& fabric, const CollectiveFitParameters& p,
                                     const std::vector<CollectiveSample>& samples) {
-  std::map<std::pair<int, int>, std::unique_ptr<sim::CollectiveModel>> models;
+  std::map<std::tuple<int, int, std::string>, std::unique_ptr<sim::CollectiveModel>> models;
   std::vector<double> out;
   out.reserve(samples.size());
   for (const auto& s : samples) {
-    auto& m = models[{s.nodes, s.gpus_per_node}];
-    if (!m) m = calibrated_model(fabric, p, s.nodes, s.gpus_per_node);
-    out.push_back(m->cost(s.op, s.bytes, s.forced, sim::Mode::fast).time_us);
+    auto& m = models[{s.nodes, s.gpus_per_node, s.nccl.key()}];
+    if (!m) m = calibrated_model(fabric, p, s.nodes, s.gpus_per_node, s.nccl);
+    out.push_back(m->cost(s.op, s.bytes, s.nccl.forced, sim::Mode::fast).time_us);
   }
   return out;
 }

@@ -22,6 +22,7 @@
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/measured/measurements.hpp"
 #include "sim/collective_model.hpp"
+#include "sim/nccl_env.hpp"
 #include "topologies/topology.hpp"
 
 namespace dionsim::analysis {
@@ -33,7 +34,7 @@ struct CollectiveSample {
   int gpus_per_node = 1;  // GPUs per host
   std::int64_t bytes = 0;  // nccl-tests size
   double time_us = 0;     // measured (out-of-place)
-  sim::NcclChoice forced;  // NCCL_ALGO / NCCL_PROTO of the run (default: NCCL's own choice)
+  sim::NcclEnv nccl;      // the run's NCCL variables: NCCL_ALGO / NCCL_PROTO, NVLS, MNNVL, … (default: none set)
   std::string where;      // file:line, for messages
 };
 
@@ -54,10 +55,10 @@ struct CollectiveFitParameters {
 [[nodiscard]] double nvlink_fraction(const topo::FabricSpec& fabric);
 // The parameters of the uncalibrated model on `fabric`.
 [[nodiscard]] CollectiveFitParameters default_parameters(const topo::FabricSpec& fabric);
-// The model a set of parameters gives at one shape.
+// The model a set of parameters gives at one shape, under a run's NCCL environment.
 [[nodiscard]] std::unique_ptr<sim::CollectiveModel> calibrated_model(const topo::FabricSpec& fabric, const CollectiveFitParameters& p,
-                                                    int nodes, int gpus_per_node);
-// The model's time for each sample (one model per shape).
+                                                    int nodes, int gpus_per_node, const sim::NcclEnv& nccl = {});
+// The model's time for each sample (one model per shape and NCCL environment).
 [[nodiscard]] std::vector<double> predict_samples(const topo::FabricSpec& fabric, const CollectiveFitParameters& p,
                                                   const std::vector<CollectiveSample>& samples);
 

@@ -42,7 +42,13 @@ std::string env_value(const std::string& env, const std::string& key) {
   return value;
 }
 
+std::string where_of(const PublishedRow& row) { return "measurements.csv:" + std::to_string(row.line); }
+
 }  // namespace
+
+sim::NcclEnv nccl_env_of(const PublishedRow& row) {
+  return sim::NcclEnv::read([&](const std::string& key) { return env_value(row.env, key); }, where_of(row));
+}
 
 const std::vector<ClusterPreset>& cluster_presets() {
   // The table ("today's clusters"); the first match wins, so instance types come before
@@ -63,27 +69,15 @@ std::optional<std::string> preset_for(const PublishedRow& row) {
   return std::nullopt;
 }
 
-namespace {
-
-// What a row's env turns off of its fabric, as NCCL reads it: NCCL_NVLS_ENABLE=0 takes NVLS away
-// whatever the switches can do (transport/nvls.cc); NCCL_MNNVL_ENABLE=0 ends multi-node NVLink,
-// so each tray is its own node and reaches the others over its NICs (init.cc): the domain is
-// the host; NCCL_TUNER_PLUGIN=none loads no tuner plugin (plugin/tuner.cc), NCCL's own choice
-// stands.
-topo::FabricSpec with_env(topo::FabricSpec spec, const std::string& env) {
-  if (env_value(env, "NCCL_NVLS_ENABLE") == "0") spec.nvls_multicast = false;
-  if (env_value(env, "NCCL_MNNVL_ENABLE") == "0") spec.gpus_per_nvlink_domain = spec.gpus_per_host;
-  if (lower(env_value(env, "NCCL_TUNER_PLUGIN")) == "none") spec.tuner_plugin = topo::TunerPlugin::none;
-  return spec;
-}
-
-}  // namespace
-
 std::optional<int> nvlink_domains_of(const PublishedRow& row) {
   const auto preset = preset_for(row);
   if (!preset || row.gpus_per_node < 1) return std::nullopt;
   const int nodes = std::max(1, row.world / row.gpus_per_node);
-  return sim::comm_shape(with_env(topo::preset(*preset, "nvlink_domains_of"), row.env), nodes, row.gpus_per_node).nodes;
+  // The domains only: the forced algorithm (CollNet on rows that are out of scope) leaves them be.
+  const sim::NcclEnv env = sim::NcclEnv::read(
+      [&](const std::string& key) { return key == "NCCL_ALGO" || key == "NCCL_PROTO" ? std::string{} : env_value(row.env, key); },
+      where_of(row));
+  return sim::comm_shape(env.applied(topo::preset(*preset, "nvlink_domains_of")), nodes, row.gpus_per_node).nodes;
 }
 
 std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_per_node) {
@@ -133,7 +127,6 @@ bool within_goal(SizeRegime r, double ratio) {
 
 namespace {
 
-std::string where_of(const PublishedRow& row) { return "measurements.csv:" + std::to_string(row.line); }
 
 CollectiveOp op_of(const PublishedRow& row) {
   if (row.collective == "allgather") return CollectiveOp::allgather;
@@ -142,36 +135,15 @@ CollectiveOp op_of(const PublishedRow& row) {
   return CollectiveOp::alltoall;
 }
 
-NcclChoice forced_choice_of(const PublishedRow& row) {
-  const std::string where = where_of(row);
-  return NcclChoice::parse(env_value(row.env, "NCCL_ALGO"), env_value(row.env, "NCCL_PROTO"), where + ": NCCL_ALGO",
-                           where + ": NCCL_PROTO");
-}
 
 }  // namespace
-
-// The model options a row's env sets: NCCL_BUFFSIZE (Simple's buffer: a tree's chunk is an
-// eighth of it) and NCCL_PXN_DISABLE=1 (all-to-all messages go out of the sender's own NIC).
-sim::ModelOptions row_model_options(const PublishedRow& row) {
-  const std::string where = where_of(row);
-  sim::ModelOptions options;
-  if (const std::string v = env_value(row.env, "NCCL_BUFFSIZE"); !v.empty()) {
-    const std::optional<double> bytes = to_number(v);
-    if (!bytes || *bytes != std::floor(*bytes) || *bytes < 65536 || *bytes > 1073741824) {
-      throw_bad_input(where, "env", "NCCL_BUFFSIZE=" + v, "NCCL_BUFFSIZE a number of bytes in [65536, 1073741824]");
-    }
-    options.simple_buff_bytes = static_cast<std::int64_t>(*bytes);
-  }
-  if (env_value(row.env, "NCCL_PXN_DISABLE") == "1") options.pxn = false;
-  return options;
-}
 
 topo::FabricSpec row_fabric(const RowPrediction& p) {
   topo::FabricSpec spec = topo::preset(p.preset, where_of(*p.row) + ": preset");
   // A NIC the source states is the cluster's (the rule; unstated: the preset's). Only
   // its bandwidth: the transport stays the preset's (NVL72 racks have no RoCE preset).
   if (p.stated_nic_GBps) spec.nic_GBps = *p.stated_nic_GBps;
-  return with_env(std::move(spec), p.row->env);
+  return nccl_env_of(*p.row).applied(std::move(spec));
 }
 
 CollectiveSample row_sample(const RowPrediction& p) {
@@ -182,7 +154,7 @@ CollectiveSample row_sample(const RowPrediction& p) {
   s.nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
   s.bytes = row.size_bytes;
   s.time_us = row.time_us;
-  s.forced = forced_choice_of(row);
+  s.nccl = nccl_env_of(row);
   s.where = where_of(row);
   return s;
 }
@@ -216,18 +188,18 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     }
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
     p.stated_nic_GBps = stated_nic_GBps_per_gpu(row.nic, row.gpus_per_node);
-    topo::FabricSpec spec = row_fabric(p);
-    sim::ModelOptions options = row_model_options(row);
+    const sim::NcclEnv nccl = nccl_env_of(row);
+    topo::FabricSpec spec = row_fabric(p);  // with the env applied
+    sim::ModelOptions options;
+    nccl.apply(options);
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
-    // One model per fabric, shape and env-set option (every field a row can change).
+    // One model per preset, shape, stated NIC and NCCL environment (every field a row can change).
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
-                            std::to_string(spec.nic_GBps) + "/domain" + std::to_string(spec.gpus_per_nvlink_domain) +
-                            (spec.nvls_multicast ? "" : "/no-nvls") + "/" + topo::to_string(spec.tuner_plugin) +
-                            "/buff" + std::to_string(options.simple_buff_bytes) + (options.pxn ? "" : "/no-pxn");
+                            std::to_string(spec.nic_GBps) + nccl.key();
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;
-    const CollectiveCost c = model->cost(op_of(row), row.size_bytes, forced_choice_of(row), Mode::fast);
+    const CollectiveCost c = model->cost(op_of(row), row.size_bytes, nccl.forced, Mode::fast);
     p.algorithm = c.algorithm;
     p.protocol = c.protocol;
     p.chosen_by = c.chosen_by;

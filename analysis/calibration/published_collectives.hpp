@@ -16,6 +16,7 @@
 
 #include "analysis/calibration/collective_fit.hpp"
 #include "analysis/measured/nccl_published.hpp"
+#include "sim/nccl_env.hpp"
 #include "topologies/topology.hpp"
 
 namespace dionsim::analysis {
@@ -76,9 +77,9 @@ struct Calibration;
 // A predicted row (not skipped) as the collective fit takes it (collective_fit.hpp): the fabric it
 // is predicted on — its preset, with the NIC the row states — and the measured call.
 [[nodiscard]] topo::FabricSpec row_fabric(const RowPrediction& prediction);
-// The model options a row's env sets: NCCL_BUFFSIZE (Simple's buffer; InputError naming the row
-// for one that is no byte count in [64 KiB, 1 GiB]) and NCCL_PXN_DISABLE=1.
-[[nodiscard]] sim::ModelOptions row_model_options(const PublishedRow& row);
+// The NCCL variables a row's env sets (sim/nccl_env.hpp; InputError naming the row for a value NCCL
+// could not run with). row_fabric applies them; a row whose env forces CollNet is skipped first.
+[[nodiscard]] sim::NcclEnv nccl_env_of(const PublishedRow& row);
 [[nodiscard]] CollectiveSample row_sample(const RowPrediction& prediction);
 
 struct RegimeSummary {

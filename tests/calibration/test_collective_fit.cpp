@@ -170,8 +170,23 @@ TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration]
   forced.env = {{"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"}};
   const auto samples = samples_from_nccl_tests({forced}, "f.log");
   REQUIRE(samples.size() == 1);
-  CHECK(samples[0].forced.algos == std::array<bool, sim::kNcclAlgos>{true, false, false, false, false});
-  CHECK(samples[0].forced.protos == std::array<bool, sim::kNcclProtos>{false, false, true});
+  CHECK(samples[0].nccl.forced.algos == std::array<bool, sim::kNcclAlgos>{true, false, false, false, false});
+  CHECK(samples[0].nccl.forced.protos == std::array<bool, sim::kNcclProtos>{false, false, true});
+  // NCCL_NVLS_ENABLE=0 in the log: the fit prices the block without NVLS (one GB200 rack of 16
+  // trays, 1 GiB all-reduce: NVLS otherwise).
+  forced.world = 64;
+  forced.nodes = 16;
+  forced.rows.back().bytes = std::int64_t{1} << 30;
+  forced.env = {};
+  const auto with = samples_from_nccl_tests({forced}, "f.log");
+  forced.env = {{"NCCL_NVLS_ENABLE", "0"}};
+  const auto without = samples_from_nccl_tests({forced}, "f.log");
+  CHECK_FALSE(without[0].nccl.nvls);
+  const auto rack = topo::preset("gb200-nvl72");
+  const double t_with = predict_samples(rack, default_parameters(rack), with)[0];
+  const double t_without = predict_samples(rack, default_parameters(rack), without)[0];
+  CHECK(t_without > 1.2 * t_with);
+  CHECK(t_with == Approx(calibrated_model(rack, default_parameters(rack), 16, 4)->cost(sim::CollectiveOp::allreduce, std::int64_t{1} << 30).time_us));
 }
 
 TEST_CASE("collective fit: one published cluster's all-gather rows predict its other rows", "[calibration][collective_fit]") {

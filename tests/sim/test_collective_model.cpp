@@ -650,17 +650,17 @@ TEST_CASE("validate-collectives: NCCL_BUFFSIZE sets a Simple tree's chunk, NCCL_
     const auto& both = pair->predictions;
     REQUIRE(both[0].algorithm == "tree");
     REQUIRE(both[0].protocol == "simple");
-    CHECK(row_model_options(pair->rows[0]).simple_buff_bytes == std::int64_t{4} << 20);
-    CHECK(row_model_options(pair->rows[1]).simple_buff_bytes == std::int64_t{16} << 20);
+    CHECK(nccl_env_of(pair->rows[0]).buffsize == std::int64_t{4} << 20);
+    CHECK(nccl_env_of(pair->rows[1]).buffsize == std::int64_t{16} << 20);
     CHECK(both[1].dionsim_us > both[0].dionsim_us);  // 2 MiB chunks: a longer fill
   }
   PublishedRow row = pairs.front()->rows[0];
-  CHECK(row_model_options(row).pxn);
+  CHECK(nccl_env_of(row).pxn);
   row.env += " NCCL_PXN_DISABLE=1";
-  CHECK_FALSE(row_model_options(row).pxn);
+  CHECK_FALSE(nccl_env_of(row).pxn);
   for (const char* bad : {"NCCL_BUFFSIZE=4M", "NCCL_BUFFSIZE=0", "NCCL_BUFFSIZE=-1", "NCCL_BUFFSIZE=99999999999"}) {
     row.env = bad;
-    CHECK_THROWS_WITH(row_model_options(row), Catch::Contains("measurements.csv:" + std::to_string(row.line) + ": env: got '" +
+    CHECK_THROWS_WITH(nccl_env_of(row), Catch::Contains("measurements.csv:" + std::to_string(row.line) + ": env: got '" +
                                                               bad + "', expected NCCL_BUFFSIZE a number of bytes"));
   }
 }
