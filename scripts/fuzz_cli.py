@@ -327,6 +327,9 @@ def file_targets(tmp):
               lambda p: ["calibrate", "--nccl-tests", p, "--fabric", "h200-ndr400"]))
     t.append(("nccl-tests log", "calibrate", ROOT / "fuzz/seeds/nccl_tests/alltoall.log", "log",
               lambda p: ["calibrate", "--measured", p, "--dump-metrics"]))
+    # An NCCL_DEBUG=INFO log: NCCL's "set by environment" lines are inputs too (sim/nccl_env.hpp).
+    t.append(("nccl-tests log", "calibrate", ROOT / "fuzz/seeds/nccl_tests/allreduce_info.log", "log",
+              lambda p: ["calibrate", "--nccl-tests", p, "--fabric", "h200-ndr400"]))
     t.append(("kineto trace", "calibrate", ROOT / "tests/measured/data/tiny_trace.json", "json",
               lambda p: ["calibrate", "--measured", p, "--dump-metrics"]))
     return t

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -199,6 +200,25 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       runs.back().line = number;
       hosts.clear();
     } else if (t.size() >= 7 && t[0] == "#" && t[1] == "Rank" && t[3] == "Group") {
+      // "#  Rank  1 Group  0 Pid   1001 on nodeA device  1 [0000:01:00] NVIDIA H100 80GB HBM3"
+      const std::string where = source + ":" + std::to_string(number);
+      const auto integer_after = [&](const char* label) {
+        const auto at = std::find(t.begin(), t.end(), label);
+        if (at != t.end() && std::next(at) != t.end() && !all_digits(*std::next(at))) {
+          throw_bad_input(where, label, *std::next(at), "a non-negative integer (nccl-tests' rank line)");
+        }
+      };
+      for (const char* label : {"Rank", "Group", "Pid", "device"}) integer_after(label);
+      if (const auto open = line.find('['); open != std::string::npos) {
+        const auto close = line.find(']', open);
+        const std::string bus = line.substr(open + 1, close == std::string::npos ? std::string::npos : close - open - 1);
+        // cudaDeviceGetPCIBusId's domain:bus:device(.function), or an old nccl-tests' hex id.
+        static const std::regex kBusId(
+            "0x[0-9a-fA-F]{1,8}|[0-9a-fA-F]{4}([0-9a-fA-F]{4})?:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(\\.[0-9a-fA-F])?");
+        if (close == std::string::npos || !std::regex_match(bus, kBusId)) {
+          throw_bad_input(where, "bus id", bus, "a PCI bus id in brackets, e.g. [0000:01:00] or [0x18]");
+        }
+      }
       NcclTestsRun& run = current();
       ++run.world;
       const auto on = std::find(t.begin(), t.end(), "on");
@@ -234,7 +254,20 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       row.time_us = number_at(o, "time");
       row.algbw_GBps = number_at(o + 1, "algbw");
       row.busbw_GBps = number_at(o + 2, "busbw");
+      // The columns dionsim does not use are still nccl-tests' own: a root rank (-1 for none),
+      // #wrong counts (or N/A), the in-place bandwidths.
+      const auto check_count = [&](std::size_t i, const char* column, bool minus_one) {
+        if (i >= t.size() || t[i] == "N/A" || all_digits(t[i]) || (minus_one && t[i] == "-1")) return;
+        throw_bad_input(where, column, t[i], minus_one ? "a rank or -1" : "a count of wrong elements or N/A");
+      };
+      if (o == 5) check_count(4, "root", true);
+      check_count(o + 3, "#wrong", false);
       if (t.size() > o + 4) row.in_place_time_us = number_at(o + 4, "in-place time");
+      if (t.size() > o + 6) {
+        (void)number_at(o + 5, "in-place algbw");
+        (void)number_at(o + 6, "in-place busbw");
+      }
+      check_count(o + 7, "in-place #wrong", false);
       if (!(row.time_us > 0)) throw_bad_input(where, "time", t[o], "a positive time in us");
       current().rows.push_back(row);
     }

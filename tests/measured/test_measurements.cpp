@@ -209,6 +209,22 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
       "x.txt:2: time: got 'fast', expected a non-negative number");
   CHECK_THROWS_WITH(parse_nccl_tests_output("# Collective test starting: alltoall_perf\n# nothing ran\n", "x.txt"),
                     Catch::StartsWith("x.txt: content: got 'no nccl-tests result rows'"));
+  // Every column and rank-line field is nccl-tests' own, used by dionsim or not: a value it would
+  // never print is a bad file, named by line and field.
+  const std::string head = "# Collective test starting: alltoall_perf\n";
+  const std::string row_ok = "  1024  256  float  none  -1  10.0  0.1  0.1  0  10.0  0.1  0.1  N/A\n";
+  CHECK_NOTHROW(parse_nccl_tests_output(head + "#  Rank  0 Group  0 Pid  12 on a device  0 [0000:01:00.0] GPU\n" + row_ok, "r.txt"));
+  CHECK_NOTHROW(parse_nccl_tests_output(head + "#  Rank  0 Group  0 Pid  12 on a device  0 [0x18] GPU\n" + row_ok, "r.txt"));
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + "#  Rank  0 Group  0 Pid  nan on a device  0 [0x18] GPU\n" + row_ok, "r.txt"),
+                    "r.txt:2: Pid: got 'nan', expected a non-negative integer (nccl-tests' rank line)");
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + "#  Rank  0 Group  0 Pid  12 on a device  0 [1e300:01:00] GPU\n" + row_ok, "r.txt"),
+                    Catch::StartsWith("r.txt:2: bus id: got '1e300:01:00', expected a PCI bus id"));
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + "  1024  256  float  none  x  10.0  0.1  0.1  0  10.0  0.1  0.1  0\n", "r.txt"),
+                    "r.txt:2: root: got 'x', expected a rank or -1");
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + "  1024  256  float  none  -1  10.0  0.1  0.1  0  10.0  inf  0.1  0\n", "r.txt"),
+                    Catch::StartsWith("r.txt:2: in-place algbw: got 'inf'"));
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + "  1024  256  float  none  -1  10.0  0.1  0.1  0  10.0  0.1  0.1  1e300\n", "r.txt"),
+                    "r.txt:2: in-place #wrong: got '1e300', expected a count of wrong elements or N/A");
   CHECK(looks_like_nccl_tests("# nccl-tests version 2.18.3\n"));
   CHECK_FALSE(looks_like_nccl_tests("source,run\n"));
 }
