@@ -23,10 +23,19 @@ NcclEnv NcclEnv::read(const std::function<std::string(const std::string&)>& valu
   } catch (const UsageError& e) {
     throw InputError(e.what());  // a value from a file, not a flag: a bad input (exit 3)
   }
-  env.nvls = value("NCCL_NVLS_ENABLE") != "0";
-  env.mnnvl = value("NCCL_MNNVL_ENABLE") != "0";
+  // NCCL's integer parameters (param.cc): unset keeps NCCL's default, anything but an integer is
+  // no value NCCL would run with.
+  const auto integer = [&](const char* var, std::int64_t unset) {
+    const std::string v = value(var);
+    if (v.empty()) return unset;
+    const std::optional<double> n = to_number(v);
+    if (!n || *n != std::floor(*n)) throw_bad_input(where, "env", std::string(var) + "=" + v, std::string(var) + " an integer");
+    return static_cast<std::int64_t>(*n);
+  };
+  env.nvls = integer("NCCL_NVLS_ENABLE", 2) != 0;
+  env.mnnvl = integer("NCCL_MNNVL_ENABLE", 2) != 0;
+  env.pxn = integer("NCCL_PXN_DISABLE", 0) != 1;
   env.tuner_plugin = lower(value("NCCL_TUNER_PLUGIN")) != "none";
-  env.pxn = value("NCCL_PXN_DISABLE") != "1";
   if (const std::string v = value("NCCL_BUFFSIZE"); !v.empty()) {
     const std::optional<double> bytes = to_number(v);
     if (!bytes || *bytes != std::floor(*bytes) || *bytes < 65536 || *bytes > 1073741824) {

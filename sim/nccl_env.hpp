@@ -20,8 +20,8 @@ struct NcclEnv {
   bool pxn = true;                                     // NCCL_PXN_DISABLE=1: all-to-all out of the sender's NIC
 
   // `value(VAR)` is the variable's value, empty when unset. InputError naming `where` and the
-  // variable for a value NCCL could not run with (an algorithm NCCL_ALGO cannot name, a
-  // NCCL_BUFFSIZE that is no byte count in [64 KiB, 1 GiB]).
+  // variable for a value NCCL could not run with (an algorithm NCCL_ALGO cannot name, an integer
+  // parameter that is no integer, a NCCL_BUFFSIZE that is no byte count in [64 KiB, 1 GiB]).
   [[nodiscard]] static NcclEnv read(const std::function<std::string(const std::string&)>& value,
                                     const std::string& where);
   // The fabric as this NCCL sees it (NVLS, the NVLink domain, the tuner plugin), and the model's

@@ -42,7 +42,9 @@ std::string env_value(const std::string& env, const std::string& key) {
   return value;
 }
 
-std::string where_of(const PublishedRow& row) { return "measurements.csv:" + std::to_string(row.line); }
+std::string where_of(const PublishedRow& row) {
+  return (row.file.empty() ? std::string("measurements.csv") : row.file) + ":" + std::to_string(row.line);
+}
 
 }  // namespace
 

@@ -72,6 +72,7 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
       return x;
     };
     PublishedRow r;
+    r.file = path;
     r.line = number;
     r.source = get("source");
     r.gpu = get("gpu");

@@ -9,7 +9,8 @@
 namespace dionsim::analysis {
 
 struct PublishedRow {
-  int line = 0;  // in the file, 1 = header
+  std::string file;  // the CSV it was read from, for messages
+  int line = 0;      // in the file, 1 = header
   std::string source, gpu, intra_fabric, nic, nccl_version, env, collective, placement, notes;
   int gpus_per_node = 0, nodes = 0, world = 0;
   std::int64_t size_bytes = 0;

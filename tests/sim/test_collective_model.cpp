@@ -663,6 +663,12 @@ TEST_CASE("validate-collectives: NCCL_BUFFSIZE sets a Simple tree's chunk, NCCL_
     CHECK_THROWS_WITH(nccl_env_of(row), Catch::Contains("measurements.csv:" + std::to_string(row.line) + ": env: got '" +
                                                               bad + "', expected NCCL_BUFFSIZE a number of bytes"));
   }
+  for (const char* bad : {"NCCL_NVLS_ENABLE=nan", "NCCL_MNNVL_ENABLE=yes", "NCCL_PXN_DISABLE=0.5"}) {
+    row.env = bad;
+    const std::string var = std::string(bad).substr(0, std::string(bad).find('='));
+    CHECK_THROWS_WITH(nccl_env_of(row), Catch::Contains("measurements.csv:" + std::to_string(row.line) + ": env: got '" +
+                                                        bad + "', expected " + var + " an integer"));
+  }
 }
 
 TEST_CASE("validate-collectives: NCCL_MNNVL_ENABLE=0 makes every tray its own node", "[collective][validate]") {
