@@ -24,7 +24,7 @@ int integer(const std::string& source, const std::string& key, const toml::node&
 
 bool boolean(const std::string& source, const std::string& key, const toml::node& node) {
   if (const auto* v = node.as_boolean()) return v->get();
-  throw_bad_input(toml_where(source, node), key, toml_text(node), "true or false");
+  throw_bad_input(toml_where(source, node), key, toml_text(node), "true or false (a TOML boolean, unquoted)");
 }
 
 std::string string(const std::string& source, const std::string& key, const toml::node& node) {

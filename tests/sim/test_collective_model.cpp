@@ -503,7 +503,7 @@ TEST_CASE("a fabric without NVLS multicast runs rings and trees where NCCL would
   CHECK_FALSE(topo::parse_topology("base = \"gb200-nvl72\"\nnvls_multicast = false\n", "k.toml").spec.nvls_multicast);
   CHECK(topo::parse_topology("base = \"gb200-nvl72\"\n", "k.toml").spec.nvls_multicast);
   CHECK_THROWS_WITH(topo::parse_topology("base = \"gb200-nvl72\"\nnvls_multicast = 0\n", "k.toml"),
-                    Catch::Contains("k.toml:2: nvls_multicast: got '0', expected true or false"));
+                    Catch::Contains("k.toml:2: nvls_multicast: got '0', expected true or false (a TOML boolean, unquoted)"));
 }
 
 TEST_CASE("whatif's timer runs the pair a fabric's tuner plugin picks", "[collective][model]") {
