@@ -110,7 +110,8 @@ int run_collective(std::span<const std::string> args) {
       ("nodes", po::value<std::int64_t>(), "number of nodes")
       ("ranks", po::value<std::int64_t>(), "number of ranks (instead of --nodes; a multiple of --gpus-per-node)")
       ("gpus-per-node", po::value<std::int64_t>()->required(), "GPUs per node (on one NVSwitch)")
-      ("fabric", po::value<std::string>(), ("fabric preset: " + presets).c_str())
+      ("fabric", po::value<std::string>(),
+       ("fabric preset: " + presets + "; an NVL72 preset takes @<GPUs per rack> (gb200-nvl72@64: 16 of 18 trays)").c_str())
       ("topology", po::value<std::string>(), "topology file (TOML, docs/simulator.md)")
       ("nvlink-GBps", po::value<double>(), "custom fabric: NVLink GB/s per GPU and direction")
       ("nic-GBps", po::value<double>(), "custom fabric: NIC GB/s per GPU and direction")

@@ -24,7 +24,7 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
       ("gpus", po::value(&o.gpus), "list of world sizes instead of --nodes (64,128,..: whole hosts of each fabric)")
       ("gpus-per-node", po::value<int>()->notifier([&o](int v) { o.gpus_per_node = v; }),
        "GPUs per host (default: each fabric's, 8 on HGX, 4 on NVL72 trays)")
-      ("fabric", po::value(&o.fabrics)->default_value(o.fabrics), "list of presets or TOML topology files")
+      ("fabric", po::value(&o.fabrics)->default_value(o.fabrics), "list of presets (an NVL72 one with @<GPUs per rack>: gb200-nvl72@64) or TOML topology files")
       ("shard-group", po::value(&o.shard_group), "list: HSDP shard group sizes (the optimizer's world; gradients "
        "all-reduced across world/G replicas); 0 = FSDP over the world (the default)")
       ("reduce-dtype", po::value(&o.reduce_dtype)->default_value(o.reduce_dtype), "FSDP gradient reduction: fp32 | bf16")
