@@ -1,5 +1,6 @@
 #include "common/parse.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <cstdio>
 #include <cmath>
@@ -56,6 +57,12 @@ double parse_double(std::string_view text, std::string_view flag) {
   const std::optional<double> value = to_number(text);
   if (!value) throw_bad_usage(flag, text, kNumberRule);
   return *value;
+}
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
 std::int64_t parse_int(std::string_view text, std::string_view flag) {

@@ -29,6 +29,9 @@ double check_number(double value, std::string_view where, std::string_view field
 [[nodiscard]] double parse_double(std::string_view text, std::string_view flag);
 [[nodiscard]] std::int64_t parse_int(std::string_view text, std::string_view flag);
 
+// ASCII lower case (names and values compared case-insensitively: NCCL's variables, Kineto kinds).
+[[nodiscard]] std::string lower(std::string_view text);
+
 // "1,2,4" -> {"1","2","4"}; empty items are an error.
 [[nodiscard]] std::vector<std::string> split_list(std::string_view text, std::string_view flag);
 

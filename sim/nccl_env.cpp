@@ -9,13 +9,6 @@
 
 namespace dionsim::sim {
 
-namespace {
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-}  // namespace
-
 NcclEnv NcclEnv::read(const std::function<std::string(const std::string&)>& value, const std::string& where) {
   NcclEnv env;
   try {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/parse.hpp"
 
 namespace dionsim::sim {
 
@@ -217,11 +218,6 @@ NcclGraph nvls_graph(const CommShape& s) {
     return now < 2 * g.bw_intra_GBps - 1e-9 && (!multi || next <= s.nic_GBps + 1e-9);
   });
   return g;
-}
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
 }
 
 }  // namespace

@@ -21,11 +21,6 @@ using namespace dionsim::sim;  // the collective model and its fabric
 
 namespace {
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
 
 // The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent: a whole word (not the

@@ -15,6 +15,7 @@
 #include "analysis/measured/kineto_io.hpp"
 #include "common/error.hpp"
 #include "common/json_input.hpp"
+#include "common/parse.hpp"
 
 namespace dionsim::analysis {
 
@@ -23,13 +24,6 @@ using nlohmann::json;
 namespace {
 
 constexpr double kNsPerMs = 1e6;
-
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
 
 bool starts_with(std::string_view text, std::string_view prefix) { return text.substr(0, prefix.size()) == prefix; }
 bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }

@@ -13,6 +13,7 @@
 #include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/json_input.hpp"
+#include "common/parse.hpp"
 #include "optimizer/plan_json.hpp"
 #include "sim/kernel_model.hpp"
 
@@ -21,11 +22,6 @@ namespace dionsim::analysis {
 using nlohmann::json;
 
 namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 sim::KernelCalibration from_fitted(const Calibration& fitted, const sim::Hardware& hw, const std::string& path,
                                    const Note& note, const std::string& ns_variant) {
