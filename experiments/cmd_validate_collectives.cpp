@@ -130,7 +130,7 @@ int run_validate_collectives(std::span<const std::string> args) {
   if (!cmd.parse(args)) return 0;
   const auto& vm = cmd.vm();
   if (cmd.has("mapping")) {
-    std::printf("%-14s %-8s %s\n", "gpu contains", "nic has", "preset");
+    std::printf("%-14s %-8s %s\n", "gpu contains", "nic word", "preset");
     for (const auto& e : analysis::cluster_presets()) std::printf("%-14s %-8s %s\n", e.gpu, e.nic[0] ? e.nic : "-", e.preset);
     std::printf("# a NIC the row's nic column states ('8x400 Gb/s per tray', '3.2 Tb/s per node') sets its NIC bandwidth\n"
                 "# per GPU; one it leaves unstated ('not stated') takes the preset's\n");

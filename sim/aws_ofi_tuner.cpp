@@ -181,6 +181,71 @@ const std::vector<Region>& p5en_reducescatter() {
   return r;
 }
 
+// p6-b200, 8 GPUs per node (region_init_internal_p6).
+const std::vector<Region>& p6_allreduce() {
+  static const std::vector<Region> r = [] {
+    const Vertex e_ll = ext({393216, 16}, {393216, 1024});
+    const Vertex e_ll128 = ext({96993280, 1024}, {106430464, 2048});
+    const Vertex e_nvls = ext({10737418240, 512}, {34359738368, 1500});
+    return std::vector<Region>{
+        region(A::tree, P::ll, {raw(0, 16), raw(393216, 16), e_ll, raw(0, kMaxRanks)}),
+        region(A::tree, P::ll128,
+               {e_ll, raw(393216, 16), raw(4718592, 16), raw(18350080, 32), raw(40370176, 64), raw(57147392, 128),
+                raw(72876032, 256), raw(96993280, 1024), raw(106430464, 2048), e_ll128}),
+        region(A::ring, P::ll128,
+               {raw(90701824, 128), raw(50855936, 64), raw(18350080, 32), raw(133693440, 32), raw(120061952, 64)}),
+        region(A::nvls_tree, P::simple,
+               {e_ll128, raw(106430464, 2048), raw(96993280, 1024), raw(72876032, 256), raw(57147392, 128),
+                raw(40370176, 64), raw(18350080, 32), raw(50855936, 64), raw(90701824, 128), raw(120061952, 64),
+                raw(133693440, 32), raw(18350080, 32), raw(4718592, 16), raw(kMaxBytes, 16), raw(435159040, 32),
+                raw(1072693248, 64), raw(10737418240, 512), raw(34359738368, 1500), e_nvls}),
+        region(A::ring, P::simple,
+               {e_nvls, raw(10737418240, 512), raw(1072693248, 64), raw(435159040, 32), raw(kMaxBytes, 16)}),
+    };
+  }();
+  return r;
+}
+
+const std::vector<Region>& p6_allgather() {
+  static const std::vector<Region> r = [] {
+    const Vertex e_ll = ext({74973184, 1024}, {213385216, 2048});
+    const Vertex e_ll128 = ext({8321499136, 512}, {32212254720, 2048});
+    return std::vector<Region>{
+        region(A::ring, P::ll,
+               {raw(0, 16), raw(786432, 16), raw(1572864, 32), raw(2621440, 64), raw(4718592, 128), raw(17301504, 256),
+                raw(74973184, 1024), raw(213385216, 2048), e_ll, raw(0, kMaxRanks)}),
+        region(A::ring, P::ll128,
+               {e_ll, raw(213385216, 2048), raw(74973184, 1024), raw(17301504, 256), raw(4718592, 128),
+                raw(2621440, 64), raw(1572864, 32), raw(786432, 16), raw(198705152, 16), raw(456130560, 32),
+                raw(871366656, 64), raw(8321499136, 512), raw(32212254720, 2048), e_ll128}),
+        region(A::ring, P::simple,
+               {e_ll128, raw(32212254720, 2048), raw(8321499136, 512), raw(871366656, 64), raw(456130560, 32),
+                raw(198705152, 16), raw(kMaxBytes, 16)}),
+    };
+  }();
+  return r;
+}
+
+const std::vector<Region>& p6_reducescatter() {
+  static const std::vector<Region> r = [] {
+    const Vertex e_ll = ext({73924608, 1024}, {209190912, 2048});
+    const Vertex e_ll128 = ext({4294967296, 256}, {8589934592, 512});
+    return std::vector<Region>{
+        region(A::ring, P::ll,
+               {raw(0, 16), raw(786432, 16), raw(1572864, 32), raw(2621440, 64), raw(4718592, 128), raw(17301504, 256),
+                raw(35127296, 512), raw(73924608, 1024), raw(209190912, 2048), e_ll, raw(0, kMaxRanks)}),
+        region(A::ring, P::ll128,
+               {e_ll, raw(209190912, 2048), raw(73924608, 1024), raw(35127296, 512), raw(17301504, 256),
+                raw(4718592, 128), raw(2621440, 64), raw(1572864, 32), raw(786432, 16), raw(219676672, 16),
+                raw(508559360, 32), raw(592445440, 64), raw(4294967296, 256), raw(8589934592, 512), e_ll128}),
+        region(A::ring, P::simple,
+               {e_ll128, raw(8589934592, 512), raw(4294967296, 256), raw(592445440, 64), raw(508559360, 32),
+                raw(219676672, 16), raw(kMaxBytes, 16)}),
+    };
+  }();
+  return r;
+}
+
 const std::vector<Region>* regions_for(TunerPlugin plugin, NcclFunc f, int ranks_per_node) {
   if (ranks_per_node != 8) return nullptr;
   if (plugin == TunerPlugin::aws_ofi_p5) return f == NcclFunc::allreduce ? &p5_allreduce() : nullptr;
@@ -189,6 +254,13 @@ const std::vector<Region>* regions_for(TunerPlugin plugin, NcclFunc f, int ranks
       case NcclFunc::allreduce: return &p5en_allreduce();
       case NcclFunc::allgather: return &p5en_allgather();
       case NcclFunc::reducescatter: return &p5en_reducescatter();
+    }
+  }
+  if (plugin == TunerPlugin::aws_ofi_p6) {
+    switch (f) {
+      case NcclFunc::allreduce: return &p6_allreduce();
+      case NcclFunc::allgather: return &p6_allgather();
+      case NcclFunc::reducescatter: return &p6_reducescatter();
     }
   }
   return nullptr;

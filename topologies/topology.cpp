@@ -45,6 +45,7 @@ const char* to_string(TunerPlugin t) {
     case TunerPlugin::none: return "none";
     case TunerPlugin::aws_ofi_p5: return "aws-ofi-p5";
     case TunerPlugin::aws_ofi_p5en: return "aws-ofi-p5en";
+    case TunerPlugin::aws_ofi_p6: return "aws-ofi-p6";
   }
   return "?";
 }

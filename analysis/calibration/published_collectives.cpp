@@ -23,6 +23,14 @@ namespace {
 
 bool contains(const std::string& text, const char* needle) { return lower(text).find(lower(needle)) != std::string::npos; }
 
+// NEEDLE at the start of a word of TEXT, any case ("EFAv2", "RoCE:"; not the "efa" in "default").
+bool starts_word(const std::string& text, const char* needle) {
+  const std::string t = lower(text), n = lower(needle);
+  for (std::size_t at = t.find(n); at != std::string::npos; at = t.find(n, at + 1))
+    if (at == 0 || !std::isalnum(static_cast<unsigned char>(t[at - 1]))) return true;
+  return false;
+}
+
 // The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent: a whole word (not the
 // tail of XKEY=), and the last assignment, as a shell takes it.
 std::string env_value(const std::string& env, const std::string& key) {
@@ -48,20 +56,25 @@ sim::NcclEnv nccl_env_of(const PublishedRow& row) {
 }
 
 const std::vector<ClusterPreset>& cluster_presets() {
-  // The table ("today's clusters"); the first match wins, so instance types come before
-  // GPU names and RoCE before the InfiniBand default.
+  // The table ("today's clusters") and AWS's other EFA instances; the first match wins,
+  // so instance types come before GPU names, NVL72 racks before B200, and EFA or RoCE in the NIC
+  // column before the InfiniBand default (an EFA cluster named by its GPU only takes the EFA
+  // instance of that GPU: H200 the current p5en).
   static const std::vector<ClusterPreset> table = {
-      {"p5en", "", "p5en-efa"},       {"p5.48xlarge", "", "p5-efa"},  {"p4d", "", "p4d-efa"},
-      {"GB300", "", "gb300-nvl72"},   {"GB200", "", "gb200-nvl72"},   {"B200", "RoCE", "b200-roce400"},
-      {"B200", "", "b200-ndr400"},    {"H200", "", "h200-ndr400"},    {"H100", "RoCE", "h100-roce400"},
-      {"H100", "", "h100-ndr400"},    {"A100", "RoCE", "a100-roce100"}, {"A100", "", "a100-hdr200"},
+      {"p5en", "", "p5en-efa"},          {"p5e.", "", "p5e-efa"},          {"p5.48xlarge", "", "p5-efa"},
+      {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"GB300", "", "gb300-nvl72"},
+      {"GB200", "", "gb200-nvl72"},      {"B200", "EFA", "p6-b200-efa"},   {"B200", "RoCE", "b200-roce400"},
+      {"B200", "", "b200-ndr400"},       {"H200", "EFA", "p5en-efa"},      {"H200", "RoCE", "h200-roce400"},
+      {"H200", "", "h200-ndr400"},       {"H100", "EFA", "p5-efa"},        {"H100", "RoCE", "h100-roce400"},
+      {"H100", "", "h100-ndr400"},       {"A100", "EFA", "p4d-efa"},       {"A100", "RoCE", "a100-roce100"},
+      {"A100", "", "a100-hdr200"},
   };
   return table;
 }
 
 std::optional<std::string> preset_for(const PublishedRow& row) {
   for (const auto& e : cluster_presets()) {
-    if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || contains(row.nic, e.nic))) return std::string(e.preset);
+    if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || starts_word(row.nic, e.nic))) return std::string(e.preset);
   }
   return std::nullopt;
 }

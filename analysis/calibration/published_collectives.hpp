@@ -25,7 +25,7 @@ namespace dionsim::analysis {
 // gpu column (and whose `nic` text, when set, in its nic column) names the preset.
 struct ClusterPreset {
   const char* gpu;
-  const char* nic;  // "" = any
+  const char* nic;  // "" = any; else a word of the NIC column starts with it ("EFA" in "32x EFAv2")
   const char* preset;
 };
 [[nodiscard]] const std::vector<ClusterPreset>& cluster_presets();

@@ -130,6 +130,9 @@ TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are r
   CHECK_FALSE(sim::apply_step_calibration(kernel.step, efa));
   CHECK(efa.collective_options.call_overhead_us == 0);
   CHECK(gpu_label_of_fabric("p5en-efa") == std::optional<std::string>("H200"));
+  CHECK(gpu_label_of_fabric("p5e-efa") == std::optional<std::string>("H200"));
+  CHECK(gpu_label_of_fabric("p6-b200-efa") == std::optional<std::string>("B200"));
+  CHECK(gpu_label_of_fabric("h200-roce400") == std::optional<std::string>("H200"));
   CHECK(gpu_label_of_fabric("gb200-nvl72@64") == std::optional<std::string>("GB200"));
   CHECK_FALSE(gpu_label_of_fabric("custom").has_value());
 

@@ -203,6 +203,20 @@ TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5en beyo
   CHECK(pick("p5en-efa", CollectiveOp::reducescatter, 4, 64 * MiB) == "ring/ll128 by aws-ofi-p5en");
   CHECK(pick("p5en-efa", CollectiveOp::allreduce, 4, 400 * MiB) == "nvlstree/simple by aws-ofi-p5en");
   CHECK(pick("p5en-efa", CollectiveOp::allreduce, 4, 4 * GiB) == "ring/simple by aws-ofi-p5en");
+  // p5e runs p5's tables (the plugin's platform "p5/p5e").
+  CHECK(pick("p5e-efa", CollectiveOp::allreduce, 4, 2 * GiB) == "ring/simple by aws-ofi-p5");
+  // p6-b200's own (region_init_internal_p6), at 4 nodes (32 ranks): Tree/LL to 384 KiB, Tree/LL128
+  // to the ring's corner at 17.5 MiB, Ring/LL128 to 127.5 MiB, NVLS Tree to 415 MiB, then Ring/Simple.
+  CHECK(pick("p6-b200-efa", CollectiveOp::allreduce, 4, 256 * 1024) == "tree/ll by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allreduce, 4, 8 * MiB) == "tree/ll128 by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allreduce, 4, 64 * MiB) == "ring/ll128 by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allreduce, 4, 256 * MiB) == "nvlstree/simple by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allreduce, 4, 1 * GiB) == "ring/simple by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allgather, 4, 1 * MiB) == "ring/ll by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allgather, 4, 64 * MiB) == "ring/ll128 by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::allgather, 4, 1 * GiB) == "ring/simple by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::reducescatter, 4, 256 * MiB) == "ring/ll128 by aws-ofi-p6");
+  CHECK(pick("p6-b200-efa", CollectiveOp::reducescatter, 4, 1 * GiB) == "ring/simple by aws-ofi-p6");
   // Where the tuner stands aside NCCL's own choice stands: <= 2 nodes, NCCL_ALGO / NCCL_PROTO set,
   // shapes it has no table for (p5's all-gather at 8 GPUs per node), fabrics without the plugin.
   const auto nccl_only = [](const std::string& fabric, CollectiveOp op, int nodes, std::int64_t bytes,
@@ -551,6 +565,38 @@ TEST_CASE("validate-collectives: every published row predicted or out of scope",
   CHECK(regime_of(64LL << 20) == SizeRegime::bandwidth);
   CHECK(within_goal(SizeRegime::latency, 1.49));
   CHECK_FALSE(within_goal(SizeRegime::bandwidth, 1.11));
+}
+
+TEST_CASE("validate-collectives: the cluster -> preset table reads instance types, then GPU and transport",
+          "[collective][validate]") {
+  const auto preset_of = [](const std::string& gpu, const std::string& nic) {
+    PublishedRow row;
+    row.gpu = gpu;
+    row.nic = nic;
+    return preset_for(row).value_or("(none)");
+  };
+  // The issue's table, on the published wordings.
+  CHECK(preset_of("H100 80GB (AWS p5.48xlarge, EKS)", "32x EFAv2 100 Gb/s per node (3.2 Tb/s)") == "p5-efa");
+  CHECK(preset_of("H200 141GB (AWS p5en.48xlarge)", "16x EFAv3 200 Gb/s per node (3.2 Tb/s)") == "p5en-efa");
+  CHECK(preset_of("A100 80GB (AWS p4de.24xlarge)", "4x EFA 100 Gb/s per node (400 Gb/s)") == "p4d-efa");
+  CHECK(preset_of("GB200 (NVL72)", "InfiniBand between racks (NIC count/speed not stated)") == "gb200-nvl72");
+  CHECK(preset_of("B200 (GCP A4)", "RoCE 8 NICs, 3.2 Tb/s per node (doc table)") == "b200-roce400");
+  CHECK(preset_of("H100 80GB HBM3 SXM", "n/a (single node)") == "h100-ndr400");
+  CHECK(preset_of("A100-SXM4-40GB (OCI BM.GPU.B4.8)", "RoCE 16x100 Gb/s per node") == "a100-roce100");
+  // AWS's other instances: p5e (H200 on p5's EFA v2) is not p5en, p6-b200 is no InfiniBand B200.
+  CHECK(preset_of("H200 141GB (AWS p5e.48xlarge)", "32x EFA 100 Gb/s per node") == "p5e-efa");
+  CHECK(preset_of("B200 (AWS p6-b200.48xlarge)", "8x EFAv4 400 Gb/s per node") == "p6-b200-efa");
+  // A GPU named without its instance: the NIC column's transport decides.
+  CHECK(preset_of("H100 80GB", "EFA (AWS)") == "p5-efa");
+  CHECK(preset_of("H200", "EFAv3 16 x 200G") == "p5en-efa");
+  CHECK(preset_of("B200", "EFA v4") == "p6-b200-efa");
+  CHECK(preset_of("H200 SXM (GCP A3 Ultra)", "RoCE 8x400 Gb/s per node") == "h200-roce400");
+  CHECK(preset_of("H200 SXM", "InfiniBand NDR") == "h200-ndr400");
+  // A transport is a word's start: "default" holds no EFA, "RoCE-less" would still be RoCE.
+  CHECK(preset_of("H100 80GB", "InfiniBand (the provider's default)") == "h100-ndr400");
+  // NVL72 racks before B200 (GB200 contains it), whatever their scale-out.
+  CHECK(preset_of("GB200 (AWS p6e-gb200)", "EFAv4 4x400 Gb/s per tray") == "gb200-nvl72");
+  CHECK(preset_of("MI300X", "RoCE") == "(none)");
 }
 
 TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, an unstated one does not",

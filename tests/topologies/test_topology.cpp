@@ -102,6 +102,7 @@ TEST_CASE("presets: documented bandwidths", "[topology]") {
       {"h100-ndr400", {8, 8, 450, 50, Network::infiniband, Layout::rail}},
       {"h100-roce400", {8, 8, 450, 50, Network::roce, Layout::rail}},
       {"h200-ndr400", {8, 8, 450, 50, Network::infiniband, Layout::rail}},
+      {"h200-roce400", {8, 8, 450, 50, Network::roce, Layout::rail}},
       {"b200-ndr400", {8, 8, 900, 50, Network::infiniband, Layout::rail}},
       {"b200-roce400", {8, 8, 900, 50, Network::roce, Layout::rail}},
       {"b200-xdr800", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
@@ -113,7 +114,9 @@ TEST_CASE("presets: documented bandwidths", "[topology]") {
       {"gb300-nvl72-xdr800", {4, 72, 900, 100, Network::infiniband, Layout::rail}},
       {"p4d-efa", {8, 8, 300, 6.25, Network::efa, Layout::node}},
       {"p5-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
+      {"p5e-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
       {"p5en-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
+      {"p6-b200-efa", {8, 8, 900, 50, Network::efa, Layout::node}},
   };
   CHECK(preset_names().size() == expected.size());
   for (const auto& name : preset_names()) {
@@ -297,7 +300,7 @@ TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   fails_with("base = \"h900\"\n", "t.toml:1: base: got 'h900', expected one of");
   fails_with("base = \"h200-ndr400\"\nlayout = \"torus\"\n", "t.toml:2: layout: got 'torus'");
   fails_with("base = \"p5-efa\"\ntuner_plugin = \"ofi\"\n",
-             "t.toml:2: tuner_plugin: got 'ofi', expected 'none', 'aws-ofi-p5' or 'aws-ofi-p5en'");
+             "t.toml:2: tuner_plugin: got 'ofi', expected 'none', 'aws-ofi-p5', 'aws-ofi-p5en' or 'aws-ofi-p6'");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = \"fast\"\n", "t.toml:2: nic_GBps: got 'fast', expected a number");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = = 3\n", "t.toml:2:");
   fails_with("nvlink_GBps = 450\n", "nic_GBps: got '(missing)'");
