@@ -246,6 +246,65 @@ const std::vector<Region>& p6_reducescatter() {
   return r;
 }
 
+// p6-b300, 8 GPUs per node (region_init_internal_p6_b300).
+const std::vector<Region>& p6_b300_allreduce() {
+  static const std::vector<Region> r = [] {
+    const Vertex e_ll = ext({360448, 1024}, {360448, 2048});
+    const Vertex e_ll128 = ext({218103808, 1024}, {251658240, 2048});
+    const Vertex e_nvls = ext({9663676416, 256}, {19327352832, 512});
+    return std::vector<Region>{
+        region(A::tree, P::ll,
+               {raw(0, 16), raw(720896, 16), raw(491520, 32), raw(425984, 64), raw(425984, 128), raw(425984, 256),
+                raw(360448, 512), raw(360448, 1024), raw(360448, 2048), e_ll, raw(0, kMaxRanks)}),
+        region(A::tree, P::ll128,
+               {e_ll, raw(360448, 2048), raw(360448, 1024), raw(360448, 512), raw(425984, 256), raw(425984, 128),
+                raw(425984, 64), raw(491520, 32), raw(720896, 16), raw(31457280, 16), raw(54525952, 32),
+                raw(109051904, 64), raw(125829120, 128), raw(125829120, 256), raw(184549376, 512),
+                raw(218103808, 1024), raw(251658240, 2048), e_ll128}),
+        region(A::ring, P::ll128,
+               {raw(369098752, 128), raw(109051904, 64), raw(54525952, 32), raw(31457280, 16), raw(62914560, 16),
+                raw(603979776, 32), raw(1006632960, 64), raw(1006632960, 128)}),
+        region(A::nvls_tree, P::simple,
+               {e_ll128, raw(251658240, 2048), raw(218103808, 1024), raw(184549376, 512), raw(125829120, 256),
+                raw(125829120, 128), raw(109051904, 64), raw(369098752, 128), raw(1006632960, 128),
+                raw(1006632960, 64), raw(603979776, 32), raw(62914560, 16), raw(kMaxBytes, 16), raw(603979776, 32),
+                raw(2013265920, 64), raw(4026531840, 128), raw(9663676416, 256), raw(19327352832, 512), e_nvls}),
+        region(A::ring, P::simple,
+               {e_nvls, raw(19327352832, 512), raw(9663676416, 256), raw(4026531840, 128), raw(2013265920, 64),
+                raw(603979776, 32), raw(kMaxBytes, 16)}),
+    };
+  }();
+  return r;
+}
+
+// p6-b300's all-gather and reduce-scatter differ only in the LL128 / Simple edge at 16-64 ranks.
+std::vector<Region> p6_b300_ring_regions(std::int64_t edge16, std::int64_t edge32, std::int64_t edge64) {
+  const Vertex e_ll = ext({109051904, 1024}, {218103808, 2048});
+  const Vertex e_ll128 = ext({13958643712, 512}, {27917287424, 1024});
+  const auto b = [](std::int64_t v) { return static_cast<double>(v); };
+  return std::vector<Region>{
+      region(A::ring, P::ll,
+             {raw(0, 16), raw(1703936, 16), raw(3407872, 32), raw(6815744, 64), raw(13631488, 128), raw(27262976, 256),
+              raw(54525952, 512), raw(109051904, 1024), raw(218103808, 2048), e_ll, raw(0, kMaxRanks)}),
+      region(A::ring, P::ll128,
+             {e_ll, raw(218103808, 2048), raw(109051904, 1024), raw(54525952, 512), raw(27262976, 256),
+              raw(13631488, 128), raw(6815744, 64), raw(3407872, 32), raw(1703936, 16), raw(b(edge16), 16),
+              raw(b(edge32), 32), raw(b(edge64), 64), raw(3489660928, 128), raw(6979321856, 256),
+              raw(13958643712, 512), raw(27917287424, 1024), e_ll128}),
+      region(A::ring, P::simple,
+             {e_ll128, raw(27917287424, 1024), raw(13958643712, 512), raw(6979321856, 256), raw(3489660928, 128),
+              raw(b(edge64), 64), raw(b(edge32), 32), raw(b(edge16), 16), raw(kMaxBytes, 16)}),
+  };
+}
+const std::vector<Region>& p6_b300_allgather() {
+  static const std::vector<Region> r = p6_b300_ring_regions(436207616, 872415232, 1744830464);
+  return r;
+}
+const std::vector<Region>& p6_b300_reducescatter() {
+  static const std::vector<Region> r = p6_b300_ring_regions(301989888, 738197504, 1207959552);
+  return r;
+}
+
 const std::vector<Region>* regions_for(TunerPlugin plugin, NcclFunc f, int ranks_per_node) {
   if (ranks_per_node != 8) return nullptr;
   if (plugin == TunerPlugin::aws_ofi_p5) return f == NcclFunc::allreduce ? &p5_allreduce() : nullptr;
@@ -261,6 +320,13 @@ const std::vector<Region>* regions_for(TunerPlugin plugin, NcclFunc f, int ranks
       case NcclFunc::allreduce: return &p6_allreduce();
       case NcclFunc::allgather: return &p6_allgather();
       case NcclFunc::reducescatter: return &p6_reducescatter();
+    }
+  }
+  if (plugin == TunerPlugin::aws_ofi_p6_b300) {
+    switch (f) {
+      case NcclFunc::allreduce: return &p6_b300_allreduce();
+      case NcclFunc::allgather: return &p6_b300_allgather();
+      case NcclFunc::reducescatter: return &p6_b300_reducescatter();
     }
   }
   return nullptr;

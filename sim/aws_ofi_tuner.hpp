@@ -1,5 +1,5 @@
 #pragma once
-// aws-ofi-nccl's region tuner: on AWS p5 / p5e / p5en / p6-b200 the EFA net plugin also carries a NCCL tuner
+// aws-ofi-nccl's region tuner: on AWS p5 / p5e / p5en / p6-b200 / p6-b300 the EFA net plugin also carries a NCCL tuner
 // plugin, which NCCL >= 2.21 loads from the net plugin by default (aws-ofi-nccl src/Makefile.am:
 // "By bundling the tuner in the net plugin, we cause the tuner to be used by default on NCCL 2.21
 // or later"). For a communicator of more than two nodes it overrides NCCL's (algorithm, protocol)
@@ -8,8 +8,8 @@
 // nodes, or with NCCL_ALGO / NCCL_PROTO set it leaves NCCL's own choice.
 //
 // Written from the region tables of aws-ofi-nccl src/tuner/nccl_ofi_regions.cpp (commit
-// 2daf7d3, 2026-08): p5 / p5e all-reduce, p5en and p6-b200 all-reduce, all-gather and
-// reduce-scatter at 8 GPUs per node (the presets' shape). Other shapes (1 or 2 GPUs per node) have their own tables
+// 2daf7d3, 2026-08): p5 / p5e all-reduce, p5en, p6-b200 and p6-b300 all-reduce, all-gather
+// and reduce-scatter at 8 GPUs per node (the presets' shape). Other shapes (1 or 2 GPUs per node) have their own tables
 // that dionsim does not carry: NCCL's choice is kept there, and the docs say so.
 #include <cstdint>
 #include <functional>

@@ -47,8 +47,8 @@ FabricSpec nvl72(std::string name) { return nvlink(std::move(name), 5, 900, 4, 7
 // of its own (net_ib's properties: latency 0) and NCCL's per-protocol network constants
 // (tuning.cc) are NVIDIA's figures for it. EFA: the per-step network latency of AWS's own tuner
 // model for EFA (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: 20 us p5/p5e, 18 us p5en) and, for
-// p4d and p6-b200, which that model does not cover, the latency aws-ofi-nccl reports to NCCL for
-// them (src/platform-aws.cpp: 75 us p4d, 35 us p5en/p6-b200); set per preset below.
+// p4d and p6, which that model does not cover, the latency aws-ofi-nccl reports to NCCL for
+// them (src/platform-aws.cpp: 75 us p4d, 35 us p5en/p6-b200 and p6-b300); set per preset below.
 // Efficiency, the achievable fraction of line rate: InfiniBand 0.96 — the rate NCCL's topology
 // search runs a NIC at, 48 GB/s per NDR port and 24 per HDR port (search.cc speedArrayInter);
 // RoCE 0.95 — the same transport, less the Ethernet/IP/UDP framing RoCEv2 adds to a 4 KiB
@@ -92,9 +92,10 @@ FabricSpec roce400(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE
 FabricSpec roce100(FabricSpec s) { return net(std::move(s), Network::roce, "RoCE 2 x 100 Gb/s", 25, Layout::node, 32); }
 // AWS EFA: per-instance bandwidth over 8 GPUs (AWS instance-type pages): p4d 400 Gb/s = 6.25 GB/s
 // per GPU (EFA v1, 4 x 100G), p5 and p5e (H200) 3200 Gb/s = 50 GB/s (EFA v2, 32 x 100G), p5en
-// 3200 Gb/s = 50 GB/s (EFA v3, 16 x 200G), p6-b200 3200 Gb/s = 50 GB/s (EFA v4, 8 x 400G). AWS
+// 3200 Gb/s = 50 GB/s (EFA v3, 16 x 200G), p6-b200 3200 Gb/s = 50 GB/s (EFA v4, 8 x 400G),
+// p6-b300 6400 Gb/s = 100 GB/s (EFA v4). AWS
 // does not publish its leaf layout: whole instances per leaf, 32 GPU ports (4 instances), assumed.
-// p5 / p5e / p5en / p6-b200 also run aws-ofi-nccl's region tuner, which NCCL >= 2.21 loads from
+// p5 / p5e / p5en / p6-b200 / p6-b300 also run aws-ofi-nccl's region tuner, which NCCL >= 2.21 loads from
 // the net plugin by default (sim/aws_ofi_tuner.hpp; the plugin picks p5's tables on p5e); p4d has
 // none.
 FabricSpec efa(FabricSpec s, std::string nic, double nic_GBps, double step_latency_us,
@@ -132,6 +133,7 @@ const std::map<std::string, FabricSpec>& table() {
     add(efa(hgx_h100("p5e-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20, TunerPlugin::aws_ofi_p5));
     add(efa(hgx_h100("p5en-efa"), "EFA v3, 16 x 200 Gb/s per instance", 50, 18, TunerPlugin::aws_ofi_p5en));
     add(efa(hgx_b200("p6-b200-efa"), "EFA v4, 8 x 400 Gb/s per instance", 50, 35, TunerPlugin::aws_ofi_p6));
+    add(efa(hgx_b200("p6-b300-efa"), "EFA v4, 6400 Gb/s per instance", 100, 35, TunerPlugin::aws_ofi_p6_b300));
     return m;
   }();
   return presets;

@@ -46,6 +46,7 @@ const char* to_string(TunerPlugin t) {
     case TunerPlugin::aws_ofi_p5: return "aws-ofi-p5";
     case TunerPlugin::aws_ofi_p5en: return "aws-ofi-p5en";
     case TunerPlugin::aws_ofi_p6: return "aws-ofi-p6";
+    case TunerPlugin::aws_ofi_p6_b300: return "aws-ofi-p6-b300";
   }
   return "?";
 }

@@ -30,8 +30,8 @@ enum class Layout { rail, node };  // how NICs attach to leaves: rail-optimized,
 enum class Network { infiniband, roce, efa };  // the scale-out network's kind
 
 // The NCCL tuner plugin the fabric's software stack loads (sim/aws_ofi_tuner.hpp): none (NCCL's own
-// choice), or aws-ofi-nccl's region tuner of p5 / p5e, of p5en or of p6-b200.
-enum class TunerPlugin { none, aws_ofi_p5, aws_ofi_p5en, aws_ofi_p6 };
+// choice), or aws-ofi-nccl's region tuner of p5 / p5e, of p5en, of p6-b200 or of p6-b300.
+enum class TunerPlugin { none, aws_ofi_p5, aws_ofi_p5en, aws_ofi_p6, aws_ofi_p6_b300 };
 [[nodiscard]] const char* to_string(TunerPlugin t);
 
 // Per-GPU fabric parameters, independent of the cluster's size. Bandwidths are per direction.

@@ -135,12 +135,13 @@ TopologyFile parse_topology(const std::string& text, const std::string& source) 
     } else if (key == "tuner_plugin") {
       const std::string v = string(source, key, n);
       bool known = false;
-      for (const auto t : {TunerPlugin::none, TunerPlugin::aws_ofi_p5, TunerPlugin::aws_ofi_p5en, TunerPlugin::aws_ofi_p6}) {
+      for (const auto t : {TunerPlugin::none, TunerPlugin::aws_ofi_p5, TunerPlugin::aws_ofi_p5en, TunerPlugin::aws_ofi_p6,
+                             TunerPlugin::aws_ofi_p6_b300}) {
         if (v != to_string(t)) continue;
         s.tuner_plugin = t;
         known = true;
       }
-      if (!known) throw_bad_input(toml_where(source, n), key, v, "'none', 'aws-ofi-p5', 'aws-ofi-p5en' or 'aws-ofi-p6'");
+      if (!known) throw_bad_input(toml_where(source, n), key, v, "'none', 'aws-ofi-p5', 'aws-ofi-p5en', 'aws-ofi-p6' or 'aws-ofi-p6-b300'");
     } else if (key == "layout") {
       const std::string v = string(source, key, n);
       if (v == "rail") {

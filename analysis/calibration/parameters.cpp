@@ -195,7 +195,7 @@ std::optional<std::string> gpu_label_of_fabric(const std::string& fabric_preset)
   static const std::pair<const char*, const char*> kFabrics[] = {
       {"gb300-", "GB300"}, {"gb200-", "GB200"}, {"b300-", "B300"}, {"b200-", "B200"}, {"h200-", "H200"},
       {"h100-", "H100"},   {"a100-", "A100"},   {"p5en-", "H200"}, {"p5e-", "H200"},  {"p5-", "H100"},
-      {"p4d-", "A100"},    {"p6-b200-", "B200"},
+      {"p4d-", "A100"},    {"p6-b200-", "B200"}, {"p6-b300-", "B300"},
   };
   for (const auto& [prefix, gpu] : kFabrics) {
     if (base.rfind(prefix, 0) == 0) return std::string(gpu);

@@ -56,14 +56,16 @@ sim::NcclEnv nccl_env_of(const PublishedRow& row) {
 }
 
 const std::vector<ClusterPreset>& cluster_presets() {
-  // The table ("today's clusters") and AWS's other EFA instances; the first match wins,
-  // so instance types come before GPU names, NVL72 racks before B200, and EFA or RoCE in the NIC
+  // The table ("today's clusters"), AWS's other EFA instances and HGX B300 (ConnectX-8 at
+  // 800 Gb/s, its reference NIC); the first match wins,
+  // so instance types come before GPU names, NVL72 racks before B200/B300, and EFA or RoCE in the NIC
   // column before the InfiniBand default (an EFA cluster named by its GPU only takes the EFA
   // instance of that GPU: H200 the current p5en).
   static const std::vector<ClusterPreset> table = {
       {"p5en", "", "p5en-efa"},          {"p5e.", "", "p5e-efa"},          {"p5.48xlarge", "", "p5-efa"},
-      {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"GB300", "", "gb300-nvl72"},
-      {"GB200", "", "gb200-nvl72"},      {"B200", "EFA", "p6-b200-efa"},   {"B200", "RoCE", "b200-roce400"},
+      {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"p6-b300", "", "p6-b300-efa"},
+      {"GB300", "", "gb300-nvl72"},      {"GB200", "", "gb200-nvl72"},     {"B300", "EFA", "p6-b300-efa"},
+      {"B300", "", "b300-xdr800"},       {"B200", "EFA", "p6-b200-efa"},   {"B200", "RoCE", "b200-roce400"},
       {"B200", "", "b200-ndr400"},       {"H200", "EFA", "p5en-efa"},      {"H200", "RoCE", "h200-roce400"},
       {"H200", "", "h200-ndr400"},       {"H100", "EFA", "p5-efa"},        {"H100", "RoCE", "h100-roce400"},
       {"H100", "", "h100-ndr400"},       {"A100", "EFA", "p4d-efa"},       {"A100", "RoCE", "a100-roce100"},

@@ -132,6 +132,7 @@ TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are r
   CHECK(gpu_label_of_fabric("p5en-efa") == std::optional<std::string>("H200"));
   CHECK(gpu_label_of_fabric("p5e-efa") == std::optional<std::string>("H200"));
   CHECK(gpu_label_of_fabric("p6-b200-efa") == std::optional<std::string>("B200"));
+  CHECK(gpu_label_of_fabric("p6-b300-efa") == std::optional<std::string>("B300"));
   CHECK(gpu_label_of_fabric("h200-roce400") == std::optional<std::string>("H200"));
   CHECK(gpu_label_of_fabric("gb200-nvl72@64") == std::optional<std::string>("GB200"));
   CHECK_FALSE(gpu_label_of_fabric("custom").has_value());

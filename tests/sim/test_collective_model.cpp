@@ -177,7 +177,7 @@ TEST_CASE("NCCL_ALGO / NCCL_PROTO parsing", "[collective][model]") {
   CHECK_THROWS_AS(m.cost(CollectiveOp::allgather, 1 << 20, NcclChoice::parse("tree", "auto")), UsageError);
 }
 
-TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5en beyond two nodes", "[collective][model]") {
+TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5e / p5en / p6 beyond two nodes", "[collective][model]") {
   auto pick = [](const std::string& fabric, CollectiveOp op, int nodes, std::int64_t bytes,
                  const NcclChoice& allowed = {}) {
     const CollectiveModel m(topo::preset(fabric), nodes, 8);
@@ -217,6 +217,18 @@ TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5en beyo
   CHECK(pick("p6-b200-efa", CollectiveOp::allgather, 4, 1 * GiB) == "ring/simple by aws-ofi-p6");
   CHECK(pick("p6-b200-efa", CollectiveOp::reducescatter, 4, 256 * MiB) == "ring/ll128 by aws-ofi-p6");
   CHECK(pick("p6-b200-efa", CollectiveOp::reducescatter, 4, 1 * GiB) == "ring/simple by aws-ofi-p6");
+  // p6-b300's (region_init_internal_p6_b300), 4 nodes: Tree/LL to 480 KiB, Tree/LL128 to 52 MiB,
+  // Ring/LL128 to 576 MiB, then Ring/Simple (its NVLS Tree region closes to a point at 32 ranks);
+  // 8 nodes: NVLS Tree between 960 MiB and 1.875 GiB. All-gather and reduce-scatter part at 832 /
+  // 704 MiB on 4 nodes.
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 4, 256 * 1024) == "tree/ll by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 4, 16 * MiB) == "tree/ll128 by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 4, 256 * MiB) == "ring/ll128 by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 4, 1 * GiB) == "ring/simple by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 8, 1536 * MiB) == "nvlstree/simple by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allreduce, 8, 3 * GiB) == "ring/simple by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::allgather, 4, 768 * MiB) == "ring/ll128 by aws-ofi-p6-b300");
+  CHECK(pick("p6-b300-efa", CollectiveOp::reducescatter, 4, 768 * MiB) == "ring/simple by aws-ofi-p6-b300");
   // Where the tuner stands aside NCCL's own choice stands: <= 2 nodes, NCCL_ALGO / NCCL_PROTO set,
   // shapes it has no table for (p5's all-gather at 8 GPUs per node), fabrics without the plugin.
   const auto nccl_only = [](const std::string& fabric, CollectiveOp op, int nodes, std::int64_t bytes,
@@ -590,6 +602,9 @@ TEST_CASE("validate-collectives: the cluster -> preset table reads instance type
   CHECK(preset_of("H100 80GB", "EFA (AWS)") == "p5-efa");
   CHECK(preset_of("H200", "EFAv3 16 x 200G") == "p5en-efa");
   CHECK(preset_of("B200", "EFA v4") == "p6-b200-efa");
+  CHECK(preset_of("B300 (AWS p6-b300.48xlarge)", "EFA 6400 Gb/s per instance") == "p6-b300-efa");
+  CHECK(preset_of("B300 SXM (HGX)", "ConnectX-8 800 Gb/s") == "b300-xdr800");
+  CHECK(preset_of("GB300 (NVL72)", "RoCE 8x400 Gb/s per tray") == "gb300-nvl72");
   CHECK(preset_of("H200 SXM (GCP A3 Ultra)", "RoCE 8x400 Gb/s per node") == "h200-roce400");
   CHECK(preset_of("H200 SXM", "InfiniBand NDR") == "h200-ndr400");
   // A transport is a word's start: "default" holds no EFA, "RoCE-less" would still be RoCE.

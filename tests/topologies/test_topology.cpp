@@ -117,6 +117,7 @@ TEST_CASE("presets: documented bandwidths", "[topology]") {
       {"p5e-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
       {"p5en-efa", {8, 8, 450, 50, Network::efa, Layout::node}},
       {"p6-b200-efa", {8, 8, 900, 50, Network::efa, Layout::node}},
+      {"p6-b300-efa", {8, 8, 900, 100, Network::efa, Layout::node}},
   };
   CHECK(preset_names().size() == expected.size());
   for (const auto& name : preset_names()) {
@@ -300,7 +301,8 @@ TEST_CASE("topology files: errors name file:line and key", "[topology][file]") {
   fails_with("base = \"h900\"\n", "t.toml:1: base: got 'h900', expected one of");
   fails_with("base = \"h200-ndr400\"\nlayout = \"torus\"\n", "t.toml:2: layout: got 'torus'");
   fails_with("base = \"p5-efa\"\ntuner_plugin = \"ofi\"\n",
-             "t.toml:2: tuner_plugin: got 'ofi', expected 'none', 'aws-ofi-p5', 'aws-ofi-p5en' or 'aws-ofi-p6'");
+             "t.toml:2: tuner_plugin: got 'ofi', expected 'none', 'aws-ofi-p5', 'aws-ofi-p5en', 'aws-ofi-p6' or "
+             "'aws-ofi-p6-b300'");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = \"fast\"\n", "t.toml:2: nic_GBps: got 'fast', expected a number");
   fails_with("base = \"h200-ndr400\"\nnic_GBps = = 3\n", "t.toml:2:");
   fails_with("nvlink_GBps = 450\n", "nic_GBps: got '(missing)'");
