@@ -48,7 +48,8 @@ FabricSpec nvl72(std::string name) { return nvlink(std::move(name), 5, 900, 4, 7
 // (tuning.cc) are NVIDIA's figures for it. EFA: the per-step network latency of AWS's own tuner
 // model for EFA (aws-ofi-nccl src/tuner/nccl_ofi_model.cpp: 20 us p5/p5e, 18 us p5en) and, for
 // p4d and p6, which that model does not cover, the latency aws-ofi-nccl reports to NCCL for
-// them (src/platform-aws.cpp: 75 us p4d, 35 us p5en/p6-b200 and p6-b300); set per preset below.
+// them (src/platform-aws.cpp: 75 us p4d, 35 us p5en/p6-b200, p6-b300 and the p-series entry that
+// takes p6e-gb200); set per preset below.
 // Efficiency, the achievable fraction of line rate: InfiniBand 0.96 — the rate NCCL's topology
 // search runs a NIC at, 48 GB/s per NDR port and 24 per HDR port (search.cc speedArrayInter);
 // RoCE 0.95 — the same transport, less the Ethernet/IP/UDP framing RoCEv2 adds to a 4 KiB
@@ -128,6 +129,9 @@ const std::map<std::string, FabricSpec>& table() {
     add(ndr400(nvl72("gb200-nvl72")));
     add(ndr400(nvl72("gb300-nvl72"), "400 Gb/s per GPU (default; ConnectX-8 runs 800: gb300-nvl72-xdr800)"));
     add(xdr800(nvl72("gb300-nvl72-xdr800")));
+    // AWS's NVL72 (p6e-gb200 UltraServer: 18 p6e-gb200.36xlarge trays, 28.8 Tb/s of EFA v4 = 400
+    // Gb/s per GPU); aws-ofi-nccl's tuner has no p6e tables, its platform table reports 35 us.
+    add(efa(nvl72("gb200-nvl72-efa"), "EFA v4, 4 x 400 Gb/s per p6e-gb200 tray", 50, 35));
     add(efa(hgx_a100("p4d-efa"), "EFA v1, 4 x 100 Gb/s per instance", 6.25, 75));
     add(efa(hgx_h100("p5-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20, TunerPlugin::aws_ofi_p5));
     add(efa(hgx_h100("p5e-efa"), "EFA v2, 32 x 100 Gb/s per instance", 50, 20, TunerPlugin::aws_ofi_p5));

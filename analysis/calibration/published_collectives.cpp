@@ -64,7 +64,8 @@ const std::vector<ClusterPreset>& cluster_presets() {
   static const std::vector<ClusterPreset> table = {
       {"p5en", "", "p5en-efa"},          {"p5e.", "", "p5e-efa"},          {"p5.48xlarge", "", "p5-efa"},
       {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"p6-b300", "", "p6-b300-efa"},
-      {"GB300", "", "gb300-nvl72"},      {"GB200", "", "gb200-nvl72"},     {"B300", "EFA", "p6-b300-efa"},
+      {"p6e-gb200", "", "gb200-nvl72-efa"}, {"GB300", "", "gb300-nvl72"},   {"GB200", "EFA", "gb200-nvl72-efa"},
+      {"GB200", "", "gb200-nvl72"},      {"B300", "EFA", "p6-b300-efa"},
       {"B300", "", "b300-xdr800"},       {"B200", "EFA", "p6-b200-efa"},   {"B200", "RoCE", "b200-roce400"},
       {"B200", "", "b200-ndr400"},       {"H200", "EFA", "p5en-efa"},      {"H200", "RoCE", "h200-roce400"},
       {"H200", "", "h200-ndr400"},       {"H100", "EFA", "p5-efa"},        {"H100", "RoCE", "h100-roce400"},

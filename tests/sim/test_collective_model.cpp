@@ -609,8 +609,9 @@ TEST_CASE("validate-collectives: the cluster -> preset table reads instance type
   CHECK(preset_of("H200 SXM", "InfiniBand NDR") == "h200-ndr400");
   // A transport is a word's start: "default" holds no EFA, "RoCE-less" would still be RoCE.
   CHECK(preset_of("H100 80GB", "InfiniBand (the provider's default)") == "h100-ndr400");
-  // NVL72 racks before B200 (GB200 contains it), whatever their scale-out.
-  CHECK(preset_of("GB200 (AWS p6e-gb200)", "EFAv4 4x400 Gb/s per tray") == "gb200-nvl72");
+  // NVL72 racks before B200 (GB200 contains it); AWS's on EFA.
+  CHECK(preset_of("GB200 (AWS p6e-gb200)", "4x400 Gb/s per tray") == "gb200-nvl72-efa");
+  CHECK(preset_of("GB200 NVL72", "EFA v4") == "gb200-nvl72-efa");
   CHECK(preset_of("MI300X", "RoCE") == "(none)");
 }
 

@@ -110,6 +110,7 @@ TEST_CASE("presets: documented bandwidths", "[topology]") {
       {"b300-xdr800", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
       {"b300-xdr800-2plane", {8, 8, 900, 100, Network::infiniband, Layout::rail}},
       {"gb200-nvl72", {4, 72, 900, 50, Network::infiniband, Layout::rail}},
+      {"gb200-nvl72-efa", {4, 72, 900, 50, Network::efa, Layout::node}},
       {"gb300-nvl72", {4, 72, 900, 50, Network::infiniband, Layout::rail}},
       {"gb300-nvl72-xdr800", {4, 72, 900, 100, Network::infiniband, Layout::rail}},
       {"p4d-efa", {8, 8, 300, 6.25, Network::efa, Layout::node}},
