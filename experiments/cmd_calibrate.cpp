@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "analysis/records/stored_runs.hpp"
 #include "analysis/calibration/calibrate_io.hpp"
@@ -54,11 +55,15 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
   const auto fabric = topo::preset(fabric_name, "--fabric");
   std::vector<std::string> files;
   std::vector<analysis::CollectiveSample> samples;
+  std::set<std::string> nccl_versions;  // what ran the logs, where they say
   for (std::size_t from = 0; from <= logs.size();) {
     const auto to = std::min(logs.find(',', from), logs.size());
     files.push_back(logs.substr(from, to - from));
     if (files.back().empty()) throw_bad_usage("--nccl-tests", logs, "a comma list of nccl-tests logs");
-    const auto more = analysis::samples_from_nccl_tests(analysis::read_nccl_tests_output(files.back()), files.back());
+    const auto runs = analysis::read_nccl_tests_output(files.back());
+    for (const auto& run : runs)
+      if (!run.nccl_version.empty()) nccl_versions.insert(run.nccl_version);
+    const auto more = analysis::samples_from_nccl_tests(runs, files.back());
     samples.insert(samples.end(), more.begin(), more.end());
     from = to + 1;
   }
@@ -67,7 +72,24 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
   const auto fit = analysis::fit_collective_model(fabric, samples);
   for (const auto& p : fit.unconstrained) log(common, p + ": not constrained by the logs; the preset's value is kept");
   for (const auto& p : fit.at_bound) log(common, p + ": ended on a bound of its range (its stderr is not meaningful)");
-  const auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
+  auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
+  if (!nccl_versions.empty()) {
+    // The model prices by NCCL 2.28.3's rules; later releases moved Blackwell's constants
+    // (docs/simulator.md, "Later NCCL releases"), so a fit to their logs absorbs the difference.
+    std::string list;
+    bool later = false;
+    for (const auto& v : nccl_versions) {
+      list += (list.empty() ? "" : ", ") + v;
+      later = later || analysis::nccl_version_code(v) >= 22807;
+    }
+    calibration.method += "; NCCL of the logs: " + list + " (the model follows NCCL 2.28.3's rules)";
+    if (later) {
+      log(common, "the logs ran NCCL " + list +
+                      "; the model follows 2.28.3's rules, and 2.28.7 and later moved some of them (Blackwell's "
+                      "Ring/LL128 and NVLS-Tree ceilings, NVLS Tree's network latency; docs/simulator.md, 'Later NCCL "
+                      "releases'): the fit absorbs the difference");
+    }
+  }
   save_calibration(common, nullptr, calibration, name, files, out);
   if (common.machine()) print_result(common, analysis::to_json(calibration), calibration_tables(analysis::to_json(calibration)));
   else print(analysis::calibration_table(calibration));

@@ -167,9 +167,28 @@ bool looks_like_nccl_tests(const std::string& text) {
          (text.find("#       size ") != std::string::npos && text.find("algbw") != std::string::npos);
 }
 
+int nccl_version_code(const std::string& version) {
+  static const std::regex kVersion(R"((\d+)\.(\d+)\.(\d+))");
+  std::smatch m;
+  if (!std::regex_match(version, m, kVersion) || m[1].length() > 2 || m[2].length() > 2 || m[3].length() > 2) return 0;
+  return std::stoi(m[1].str()) * 10000 + std::stoi(m[2].str()) * 100 + std::stoi(m[3].str());
+}
+
+namespace {
+
+// NCCL_VERSION_CODE (>= 2.9: major * 10000 + minor * 100 + patch) as "2.29.2"; empty if it is none.
+std::string nccl_version_of_code(const std::string& digits) {
+  if (digits.size() != 5 || !all_digits(digits)) return {};
+  const int code = std::stoi(digits);
+  return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
+}
+
+}  // namespace
+
 std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source) {
   std::vector<NcclTestsRun> runs;
   std::set<std::string> hosts;
+  std::string banner_version;  // the last "# nccl-tests version … nccl-library=NNNNN" seen
   std::istringstream in(text);
   std::string line;
   int number = 0;
@@ -186,8 +205,14 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const auto t = tokens(line);
     if (t.empty()) continue;
-    if (line.rfind("# Collective test starting:", 0) == 0 && t.size() >= 5) {
+    if (line.rfind("# nccl-tests version", 0) == 0) {
+      // "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902": the library that ran.
+      for (const auto& word : t)
+        if (word.rfind("nccl-library=", 0) == 0) banner_version = nccl_version_of_code(word.substr(13));
+      if (!runs.empty() && runs.back().rows.empty()) runs.back().nccl_version = banner_version;
+    } else if (line.rfind("# Collective test starting:", 0) == 0 && t.size() >= 5) {
       runs.emplace_back();
+      runs.back().nccl_version = banner_version;
       runs.back().program = t[4];
       runs.back().op = op_of_program(t[4]);
       runs.back().line = number;
@@ -219,6 +244,13 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       if (const auto bracket = line.find("] "); run.device.empty() && bracket != std::string::npos) {
         run.device = trim(line.substr(bracket + 2));
       }
+    } else if (const auto said = line.find("NCCL version "); said != std::string::npos && t[0] != "#") {
+      // NCCL's own line (rank 0, NCCL_DEBUG=VERSION or INFO): "... NCCL INFO NCCL version
+      // 2.29.2+cuda13.1", or bare "NCCL version 2.29.2+cuda13.1".
+      static const std::regex kSaid(R"(NCCL version (\d+\.\d+\.\d+))");
+      std::smatch m;
+      const std::string rest = line.substr(said);
+      if (std::regex_search(rest, m, kSaid) && nccl_version_code(m[1].str()) > 0) current().nccl_version = m[1].str();
     } else if (const auto info = line.find(" NCCL INFO NCCL_"); info != std::string::npos) {
       // "<host>:<pid>:<tid> [<dev>] NCCL INFO NCCL_ALGO set by environment to Ring" (integer
       // parameters end in a period: "... to 0.").
@@ -288,6 +320,7 @@ nlohmann::json to_json(const NcclTestsRun& run) {
   nlohmann::json out = {{"program", run.program}, {"op", run.op},         {"world", run.world},
                         {"nodes", run.nodes},     {"device", run.device}, {"rows", rows}};
   if (!run.env.empty()) out["env"] = run.env;
+  if (!run.nccl_version.empty()) out["nccl_version"] = run.nccl_version;
   return out;
 }
 

@@ -156,14 +156,20 @@ struct NcclTestsRun {
   // NCCL's own report of its environment in an NCCL_DEBUG=INFO log ("NCCL INFO NCCL_ALGO set by
   // environment to Ring"): variable -> value, the last line of the block for each.
   std::map<std::string, std::string> env;
+  // The NCCL library that ran the block, "2.29.2": nccl-tests' banner ("nccl-library=22902",
+  // from the last banner before the block) or NCCL's own "NCCL version 2.29.2+cuda13.1" line
+  // inside it; empty when the log has neither.
+  std::string nccl_version;
 };
+// "2.29.2" -> 22902 (NCCL_VERSION_CODE), 0 for anything else.
+[[nodiscard]] int nccl_version_code(const std::string& version);
 // Parses every block; lines that are neither nccl-tests comments nor data rows (mpirun noise,
 // "NCCL version …") are skipped. InputError naming file:line for a data row that does not parse,
 // and when no block with rows is found.
 [[nodiscard]] std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source);
 [[nodiscard]] std::vector<NcclTestsRun> read_nccl_tests_output(const std::filesystem::path& path);
 // {"program", "op", "world", "nodes", "device", "rows": [{"bytes", "time_us", "algbw_GBps", "busbw_GBps"}]},
-// and "env" (NCCL's reported variables) when the log has any.
+// "env" (NCCL's reported variables) and "nccl_version" when the log has them.
 [[nodiscard]] nlohmann::json to_json(const NcclTestsRun& run);
 // True when `text` looks like nccl-tests stdout (has its banner or its table header).
 [[nodiscard]] bool looks_like_nccl_tests(const std::string& text);

@@ -167,6 +167,8 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
   CHECK(r.rows[8].bytes == 4294967296LL);
   CHECK(r.rows[8].busbw_GBps == 41.74);
   CHECK(r.rows[8].in_place_time_us == 95548.10);
+  CHECK(r.nccl_version == "2.28.7");  // the banner's nccl-library=22807
+  CHECK(to_json(r)["nccl_version"] == "2.28.7");
 
   // Two blocks in one log (as a script running several cases writes), old format without root column.
   const std::string two =
@@ -201,6 +203,30 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
   CHECK(logged[1].env.empty());  // another block: its own NCCL
   CHECK(to_json(logged[0])["env"]["NCCL_ALGO"] == "Ring");
   CHECK_FALSE(to_json(logged[1]).contains("env"));
+  CHECK(logged[0].nccl_version.empty());  // neither a banner nor NCCL's version line
+  CHECK_FALSE(to_json(logged[0]).contains("nccl_version"));
+
+  // The NCCL that ran a block: the last banner before it, or NCCL's own version line inside it
+  // (which wins: it is the library the block loaded); a code that is no NCCL_VERSION_CODE is none.
+  const std::string versions =
+      "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902\n"
+      "# Collective test starting: all_reduce_perf\n"
+      "        1024   256  float  sum  -1  12.5  0.08  0.00  0  12.0  0.09  0.00  0\n"
+      "# Collective test starting: all_gather_perf\n"
+      "a:1:1 [0] NCCL INFO NCCL version 2.30.4+cuda13.1\n"
+      "        1024   128  float  none  -1  10.0  0.10  0.05  0  10.0  0.10  0.05  0\n"
+      "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=2x902\n"
+      "# Collective test starting: alltoall_perf\n"
+      "NCCL version 2.29.300+cuda13.1\n"
+      "        1024   128  float  none  -1  10.0  0.10  0.05  0  10.0  0.10  0.05  0\n";
+  const auto versioned = parse_nccl_tests_output(versions, "v.log");
+  REQUIRE(versioned.size() == 3);
+  CHECK(versioned[0].nccl_version == "2.29.2");
+  CHECK(versioned[1].nccl_version == "2.30.4");
+  CHECK(versioned[2].nccl_version.empty());
+  CHECK(nccl_version_code("2.29.2") == 22902);
+  CHECK(nccl_version_code("2.29") == 0);
+  CHECK(nccl_version_code("2.29.2+cuda13") == 0);
 
   CHECK_THROWS_WITH(
       parse_nccl_tests_output(
