@@ -168,10 +168,24 @@ bool looks_like_nccl_tests(const std::string& text) {
 }
 
 int nccl_version_code(const std::string& version) {
-  static const std::regex kVersion(R"((\d+)\.(\d+)\.(\d+))");
-  std::smatch m;
-  if (!std::regex_match(version, m, kVersion) || m[1].length() > 2 || m[2].length() > 2 || m[3].length() > 2) return 0;
-  return std::stoi(m[1].str()) * 10000 + std::stoi(m[2].str()) * 100 + std::stoi(m[3].str());
+  // Three dot-separated numbers of one or two digits; by hand, not std::regex: a log line can
+  // be arbitrarily long and libstdc++'s regex recurses per character.
+  int parts[3] = {0, 0, 0};
+  std::size_t at = 0;
+  for (int k = 0; k < 3; ++k) {
+    std::size_t digits = 0;
+    while (at < version.size() && std::isdigit(static_cast<unsigned char>(version[at])) && digits < 3) {
+      parts[k] = parts[k] * 10 + (version[at++] - '0');
+      ++digits;
+    }
+    if (digits == 0 || digits > 2) return 0;
+    if (k < 2) {
+      if (at >= version.size() || version[at] != '.') return 0;
+      ++at;
+    }
+  }
+  if (at != version.size()) return 0;
+  return parts[0] * 10000 + parts[1] * 100 + parts[2];
 }
 
 namespace {
@@ -247,10 +261,10 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
     } else if (const auto said = line.find("NCCL version "); said != std::string::npos && t[0] != "#") {
       // NCCL's own line (rank 0, NCCL_DEBUG=VERSION or INFO): "... NCCL INFO NCCL version
       // 2.29.2+cuda13.1", or bare "NCCL version 2.29.2+cuda13.1".
-      static const std::regex kSaid(R"(NCCL version (\d+\.\d+\.\d+))");
-      std::smatch m;
-      const std::string rest = line.substr(said);
-      if (std::regex_search(rest, m, kSaid) && nccl_version_code(m[1].str()) > 0) current().nccl_version = m[1].str();
+      const std::size_t from = said + std::string_view("NCCL version ").size();
+      const std::size_t to = std::min(line.find_first_of("+ \t", from), std::min(line.size(), from + 16));
+      const std::string version = line.substr(from, to - from);
+      if (nccl_version_code(version) > 0) current().nccl_version = version;
     } else if (const auto info = line.find(" NCCL INFO NCCL_"); info != std::string::npos) {
       // "<host>:<pid>:<tid> [<dev>] NCCL INFO NCCL_ALGO set by environment to Ring" (integer
       // parameters end in a period: "... to 0.").

@@ -227,6 +227,12 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
   CHECK(nccl_version_code("2.29.2") == 22902);
   CHECK(nccl_version_code("2.29") == 0);
   CHECK(nccl_version_code("2.29.2+cuda13") == 0);
+  // A damaged log's endless version line is no version, and no crash.
+  const auto endless = parse_nccl_tests_output("# Collective test starting: alltoall_perf\nNCCL version " +
+                                                   std::string(1 << 20, '7') + "\n" +
+                                                   "        1024   128  float  none  -1  10.0  0.10  0.05  0  10.0  0.10  0.05  0\n",
+                                               "e.log");
+  CHECK(endless.at(0).nccl_version.empty());
 
   CHECK_THROWS_WITH(
       parse_nccl_tests_output(
