@@ -278,22 +278,21 @@ const std::vector<Region>& p6_b300_allreduce() {
 }
 
 // p6-b300's all-gather and reduce-scatter differ only in the LL128 / Simple edge at 16-64 ranks.
-std::vector<Region> p6_b300_ring_regions(std::int64_t edge16, std::int64_t edge32, std::int64_t edge64) {
+std::vector<Region> p6_b300_ring_regions(double edge16, double edge32, double edge64) {
   const Vertex e_ll = ext({109051904, 1024}, {218103808, 2048});
   const Vertex e_ll128 = ext({13958643712, 512}, {27917287424, 1024});
-  const auto b = [](std::int64_t v) { return static_cast<double>(v); };
   return std::vector<Region>{
       region(A::ring, P::ll,
              {raw(0, 16), raw(1703936, 16), raw(3407872, 32), raw(6815744, 64), raw(13631488, 128), raw(27262976, 256),
               raw(54525952, 512), raw(109051904, 1024), raw(218103808, 2048), e_ll, raw(0, kMaxRanks)}),
       region(A::ring, P::ll128,
              {e_ll, raw(218103808, 2048), raw(109051904, 1024), raw(54525952, 512), raw(27262976, 256),
-              raw(13631488, 128), raw(6815744, 64), raw(3407872, 32), raw(1703936, 16), raw(b(edge16), 16),
-              raw(b(edge32), 32), raw(b(edge64), 64), raw(3489660928, 128), raw(6979321856, 256),
+              raw(13631488, 128), raw(6815744, 64), raw(3407872, 32), raw(1703936, 16), raw(edge16, 16),
+              raw(edge32, 32), raw(edge64, 64), raw(3489660928, 128), raw(6979321856, 256),
               raw(13958643712, 512), raw(27917287424, 1024), e_ll128}),
       region(A::ring, P::simple,
              {e_ll128, raw(27917287424, 1024), raw(13958643712, 512), raw(6979321856, 256), raw(3489660928, 128),
-              raw(b(edge64), 64), raw(b(edge32), 32), raw(b(edge16), 16), raw(kMaxBytes, 16)}),
+              raw(edge64, 64), raw(edge32, 32), raw(edge16, 16), raw(kMaxBytes, 16)}),
   };
 }
 const std::vector<Region>& p6_b300_allgather() {

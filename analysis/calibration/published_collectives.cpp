@@ -57,10 +57,9 @@ sim::NcclEnv nccl_env_of(const PublishedRow& row) {
 
 const std::vector<ClusterPreset>& cluster_presets() {
   // The table ("today's clusters"), AWS's other EFA instances and HGX B300 (ConnectX-8 at
-  // 800 Gb/s, its reference NIC); the first match wins,
-  // so instance types come before GPU names, NVL72 racks before B200/B300, and EFA or RoCE in the NIC
-  // column before the InfiniBand default (an EFA cluster named by its GPU only takes the EFA
-  // instance of that GPU: H200 the current p5en).
+  // 800 Gb/s, its reference NIC). The first match wins, so instance types come before GPU names,
+  // NVL72 racks before B200/B300, and EFA or RoCE in the NIC column before the InfiniBand default
+  // (an EFA cluster named by its GPU only takes that GPU's EFA instance: H200 the current p5en).
   static const std::vector<ClusterPreset> table = {
       {"p5en", "", "p5en-efa"},          {"p5e.", "", "p5e-efa"},          {"p5.48xlarge", "", "p5-efa"},
       {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"p6-b300", "", "p6-b300-efa"},

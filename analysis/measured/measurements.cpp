@@ -209,6 +209,7 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
   auto current = [&]() -> NcclTestsRun& {
     if (runs.empty()) {  // output of an old nccl-tests without the banner: one anonymous block
       runs.emplace_back();
+      runs.back().nccl_version = banner_version;
       runs.back().line = number;
       hosts.clear();
     }
@@ -223,7 +224,6 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       // "# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902": the library that ran.
       for (const auto& word : t)
         if (word.rfind("nccl-library=", 0) == 0) banner_version = nccl_version_of_code(word.substr(13));
-      if (!runs.empty() && runs.back().rows.empty()) runs.back().nccl_version = banner_version;
     } else if (line.rfind("# Collective test starting:", 0) == 0 && t.size() >= 5) {
       runs.emplace_back();
       runs.back().nccl_version = banner_version;
