@@ -44,9 +44,6 @@ NetKind net_of(topo::Network n) {
   return NetKind::ib;
 }
 
-// NCCL_P2P_LL_THRESHOLD: p2p messages up to 16 KiB go LL, larger ones Simple.
-constexpr std::int64_t kP2pLlThreshold = 16384;
-
 // The completion of a Simple network step beyond the message itself: aws-ofi-nccl's tuner
 // (TUNER_NET_COMP_OVERHEAD, "~2 us in the device and ~1 us to write that completion up to the
 // host stack"), added to the fabric's per-message latency where that latency prices the hop.
@@ -303,11 +300,15 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const CommShape& s = shape_;
   const int n = s.ranks(), g = s.ranks_per_node;
   if (n <= 1) return 0;
-  const NcclProto p = alltoall_protocol(bytes);
-  const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
+  // NVLink peers run LL up to NCCL's per-peer threshold; network peers always Simple (no LL
+  // buffers on p2p network connections).
+  const NcclProto p_nvlink =
+      g >= 2 && bytes / n <= nccl_p2p_ll_threshold_bytes(s, nccl_.graph(NcclAlgo::ring)) ? NcclProto::ll : NcclProto::simple;
+  constexpr NcclProto p_net = NcclProto::simple;
+  const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p_nvlink) + options_.extra_hop_latency_us;
   const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
-  const double hop_inter = network_hop_us(nccl_hw_latency_us(true, net_algo, p), p) + options_.extra_hop_latency_us +
-                           options_.net_hop_extra_us;
+  const double hop_inter = network_hop_us(nccl_hw_latency_us(true, net_algo, p_net), p_net) +
+                           options_.extra_hop_latency_us + options_.net_hop_extra_us;
   const int c = options_.p2p_concurrent_peers;
   const int intra_peers = g - 1, inter_peers = n - g;
   const double rounds = std::ceil(static_cast<double>(intra_peers) / c) * hop_intra +
@@ -318,11 +319,10 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
 }
 
 NcclProto CollectiveModel::alltoall_protocol(std::int64_t bytes) const {
-  const std::int64_t per_peer = bytes / std::max(1, ranks());
-  // Across nodes a peer's send below NCCL's minimum part (half a 128 KiB net chunk) takes one
-  // channel, so NCCL's LL rule (<= 16 KiB per channel) is 16 KiB per peer there.
-  if (shape_.nodes > 1 || shape_.ranks_per_node < 2) return per_peer <= kP2pLlThreshold ? NcclProto::ll : NcclProto::simple;
-  return nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), per_peer).ll ? NcclProto::ll : NcclProto::simple;
+  // Across NVLink domains the bytes that set the time cross the network, which p2p runs with
+  // Simple only (NCCL allocates no LL buffers on p2p network connections).
+  if (shape_.nodes > 1 || shape_.ranks_per_node < 2) return NcclProto::simple;
+  return nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), bytes / ranks()).ll ? NcclProto::ll : NcclProto::simple;
 }
 
 double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
@@ -334,6 +334,18 @@ double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
   // part's own steps.
   const double channel_GBps = shape_.nvlink_GBps * spec_.nvlink_efficiency / plan.active_channels;
   return static_cast<double>(plan.step_bytes) / (1000.0 * channel_GBps);
+}
+
+double CollectiveModel::alltoall_protocol_floor_us(std::int64_t bytes) const {
+  if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
+  if (alltoall_protocol(bytes) != NcclProto::ll) return 0;
+  // LL's rate is set by its threads, one 8-byte payload per trip of LLGenericOp's loop, each
+  // trip a memory round trip (a poll or a load): NCCL's measured ceiling for an LL ring is
+  // llMaxBw, where one trip receives, reduces and forwards a line. A p2p kernel's send and
+  // receive are separate warps (sendrecv.h), and every GPU of an all-to-all sends and receives
+  // all its bytes: two trips per byte where the ring takes one, half the ring's rate.
+  const double out = static_cast<double>(bytes / ranks()) * (ranks() - 1);
+  return out / (1000.0 * nccl_ll_max_bw_GBps(shape_) / 2);
 }
 
 namespace {
@@ -402,7 +414,7 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     c.algorithm = "p2p";
     c.protocol = to_string(alltoall_protocol(bytes));
     c.latency_us = alltoall_latency_us(bytes);
-    const double transfer = alltoall_transfer_us(bytes, mode);
+    const double transfer = std::max(alltoall_transfer_us(bytes, mode), alltoall_protocol_floor_us(bytes));
     c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
     c.pipeline_fill_us = alltoall_fill_us(bytes);
     c.time_us = c.latency_us + c.pipeline_fill_us + transfer;

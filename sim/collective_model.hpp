@@ -89,6 +89,7 @@ class CollectiveModel {
   [[nodiscard]] double alltoall_latency_us(std::int64_t bytes) const;
   [[nodiscard]] double alltoall_transfer_us(std::int64_t bytes, Mode mode) const;
   [[nodiscard]] double alltoall_fill_us(std::int64_t bytes) const;
+  [[nodiscard]] double alltoall_protocol_floor_us(std::int64_t bytes) const;
   [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
 
  private:

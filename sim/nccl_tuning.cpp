@@ -269,21 +269,48 @@ int pow2_up(int v) { return static_cast<int>(std::bit_ceil(static_cast<unsigned>
 std::int64_t div_up(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
+int nccl_p2p_channels(const NcclGraph& ring) {
+  constexpr int kMaxChannels = 64;  // MAXCHANNELS
+  // connect.cc duplicates the searched ring channels once more; p2p channels are its pow2Up.
+  return std::min(kMaxChannels, pow2_up(std::min(kMaxChannels, 2 * ring.channels)));
+}
+
+int nccl_p2p_channels_per_peer(const CommShape& s, const NcclGraph& ring) {
+  const int p2p_channels = nccl_p2p_channels(ring);
+  int fewest = p2p_channels;  // ncclTopoComputeP2pChannels: the fewest any peer asks for
+  if (s.ranks_per_node >= 2) {
+    // ncclTopoGetNchannels: 2 x (the GPU's NVLink bandwidth / one link's) for an NVLink peer.
+    const double link_GBps = s.arch == GpuArch::blackwell ? 50.0 : 25.0;  // nominal per NVLink, per direction
+    const int links = std::max(1, static_cast<int>(std::floor(s.nvlink_GBps / link_GBps + 1e-9)));
+    fewest = std::min(fewest, 2 * links);
+  }
+  if (s.nodes > 1) {
+    // A network peer: 2 channels, halved while channels x ranks > 4 x p2p channels, but at least
+    // the NICs it takes to match the GPU's own bandwidth (getLocalNetCountByBw): the GPU's NICs.
+    int net = 2;
+    while (net * s.ranks() > 4 * p2p_channels && net > 1) net /= 2;
+    const int nics_per_gpu = std::max(1, s.nics_per_node / std::max(1, s.ranks_per_node));
+    fewest = std::min(fewest, std::max(nics_per_gpu, net));
+  }
+  return std::min(p2p_channels, pow2_up(fewest));
+}
+
+std::int64_t nccl_p2p_ll_threshold_bytes(const CommShape& s, const NcclGraph& ring) {
+  // addP2pToPlan: LL while a peer's bytes <= nChannelsMax (the communicator's p2p channels per
+  // peer, not the parts one send takes) x NCCL_P2P_LL_THRESHOLD (16 KiB): 512 KiB on 32.
+  constexpr std::int64_t kLlThreshold = 16384;
+  return nccl_p2p_channels_per_peer(s, ring) * kLlThreshold;
+}
+
 NcclP2pPlan nccl_p2p_plan(const CommShape& s, const NcclGraph& ring, std::int64_t bytes_per_peer) {
   if (s.nodes != 1 || s.ranks_per_node < 2 || bytes_per_peer < 0)
     throw std::invalid_argument("nccl_p2p_plan: one NVLink domain of >= 2 GPUs and bytes >= 0 only");
-  constexpr int kMaxChannels = 64;                      // MAXCHANNELS
   constexpr std::int64_t kNvlChunk = 512 * 1024;        // NCCL_P2P_NVL_CHUNKSIZE (<= Simple buffer / NCCL_STEPS)
-  constexpr std::int64_t kLlThreshold = 16384;          // NCCL_P2P_LL_THRESHOLD
   constexpr std::int64_t kLlStepPayload = 8LL * 512 * 8 * 16 / 8 / 2;  // LL buffer / NCCL_STEPS, half of it flags
   const int n = s.ranks_per_node;
   NcclP2pPlan plan;
-  // connect.cc duplicates the searched ring channels once more; p2p channels are its pow2Up.
-  plan.p2p_channels = std::min(kMaxChannels, pow2_up(std::min(kMaxChannels, 2 * ring.channels)));
-  // ncclTopoGetNchannels: 2 x (the GPU's NVLink bandwidth / one link's) for an NVLink peer.
-  const double link_GBps = s.arch == GpuArch::blackwell ? 50.0 : 25.0;  // nominal per NVLink, per direction
-  const int links = std::max(1, static_cast<int>(std::floor(s.nvlink_GBps / link_GBps + 1e-9)));
-  plan.channels_per_peer = std::min(plan.p2p_channels, pow2_up(2 * links));
+  plan.p2p_channels = nccl_p2p_channels(ring);
+  plan.channels_per_peer = nccl_p2p_channels_per_peer(s, ring);
   int channels_min = plan.channels_per_peer;  // use all channels, one channel per operation
   while (channels_min * n > plan.p2p_channels && channels_min > 1) channels_min /= 2;
   // addP2pToPlan inside one node: parts of at least chunk / 8, doubled while above 32 chunks.
@@ -299,7 +326,7 @@ NcclP2pPlan nccl_p2p_plan(const CommShape& s, const NcclGraph& ring, std::int64_
     }
   }
   plan.part_bytes = div_up(bytes_per_peer, plan.parts);
-  plan.ll = bytes_per_peer <= plan.parts * kLlThreshold;
+  plan.ll = bytes_per_peer <= nccl_p2p_ll_threshold_bytes(s, ring);
   plan.step_bytes = std::min(plan.part_bytes, plan.ll ? kLlStepPayload : kNvlChunk);
   plan.active_channels = std::min(plan.p2p_channels, (n - 1) * plan.parts);
   return plan;

@@ -123,12 +123,22 @@ class NcclTuningModel {
 // domain (NCCL 2.28: paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
 // scheduleP2pTasksToPlan / addP2pToPlan). Every peer's send goes over `parts` channels of
 // `part_bytes`, each moved in steps of `step_bytes`.
+// Grouped p2p (all-to-all) as NCCL 2.28 plans it, from the searched ring graph
+// (NcclTuningModel::graph(NcclAlgo::ring)): comm->p2pnChannels, comm->p2pnChannelsPerPeer
+// (the fewest channels any peer asks for: 2 per NVLink, network peers 2 or 1 but at least the
+// GPU's NICs; pow2Up), and the largest bytes per peer an NVLink peer's send runs with LL.
+// Network peers never run LL: NCCL allocates no LL buffers on p2p network connections
+// (net.cc, NCCL_ALLOC_P2P_NET_LL_BUFFERS=0).
+[[nodiscard]] int nccl_p2p_channels(const NcclGraph& ring);
+[[nodiscard]] int nccl_p2p_channels_per_peer(const CommShape& shape, const NcclGraph& ring);
+[[nodiscard]] std::int64_t nccl_p2p_ll_threshold_bytes(const CommShape& shape, const NcclGraph& ring);
+
 struct NcclP2pPlan {
   int p2p_channels = 0;       // comm->p2pnChannels: pow2Up of the communicator's channels
   int channels_per_peer = 0;  // comm->p2pnChannelsPerPeer: 2 per NVLink, pow2Up, at most p2p_channels
   int parts = 0;              // channels this peer's send is split over
   std::int64_t part_bytes = 0;
-  bool ll = false;            // LL up to NCCL_P2P_LL_THRESHOLD (16 KiB) per channel, else Simple
+  bool ll = false;            // LL up to nccl_p2p_ll_threshold_bytes per peer, else Simple
   std::int64_t step_bytes = 0;  // payload per pipeline step: P2P_NVL_CHUNKSIZE (Simple), an LL slot
   int active_channels = 0;    // channels carrying a part: min(p2p_channels, peers x parts)
 };

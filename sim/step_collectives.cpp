@@ -156,7 +156,8 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     double us = 0;
     if (op == CollectiveOp::alltoall && !use_engine_) {
       us = model_.alltoall_latency_us(bytes) + model_.alltoall_fill_us(bytes) +
-           static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3;
+           std::max(static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3,
+                    model_.alltoall_protocol_floor_us(bytes));
       a.choice = {"p2p", to_string(model_.alltoall_protocol(bytes)), ""};
     } else {
       const CollectiveCost c = model_.cost(op, bytes);

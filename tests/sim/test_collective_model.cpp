@@ -445,10 +445,13 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   CHECK(plan(128LL << 20).active_channels == 32);
   CHECK(plan(2LL << 30).parts == 32);  // doubling stops at channels per peer
   CHECK(plan(100 * 1024).parts == 2);  // parts of at least 64 KiB
-  CHECK_FALSE(plan(100 * 1024).ll);
-  CHECK(plan(16384).ll);  // LL up to 16 KiB per channel
+  // LL up to the channels per peer (32, not the 2 parts) x 16 KiB = 512 KiB per peer.
+  CHECK(plan(100 * 1024).ll);
+  CHECK(plan(16384).ll);
   CHECK(plan(16384).step_bytes == 16384);
-  CHECK_FALSE(plan(65536).ll);
+  CHECK(plan(512 * 1024).ll);
+  CHECK(plan(512 * 1024).step_bytes == 32768);  // an LL slot: 64 KiB of lines, half of it flags
+  CHECK_FALSE(plan(512 * 1024 + 1).ll);
   CHECK(plan(0).parts == 1);
   // A GB300 tray (4 ranks, NVLink 5): 8 channels per operation.
   CommShape tray = node;
@@ -467,9 +470,41 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   CHECK(c.pipeline_fill_us == Approx(one.alltoall_fill_us(64LL << 20)));
   CHECK(c.time_us == Approx(c.latency_us + c.pipeline_fill_us + one.alltoall_transfer_us(64LL << 20, Mode::fast)));
   CHECK(one.cost(CollectiveOp::alltoall, 8 * 16384).protocol == "ll");
-  CHECK(one.cost(CollectiveOp::alltoall, 8 * 65536).protocol == "simple");
-  // Across nodes the network carries the all-to-all: no NVLink fill.
-  CHECK(CollectiveModel(spec, 2, 8).alltoall_fill_us(64LL << 20) == 0);
+  CHECK(one.cost(CollectiveOp::alltoall, 8 * 524288).protocol == "ll");
+  CHECK(one.cost(CollectiveOp::alltoall, 8 * 1048576).protocol == "simple");
+  // LL's rate: half NCCL's LL ring ceiling (llMaxBw, 141 GB/s on one Hopper node), on the 7/8 sent.
+  CHECK(one.alltoall_protocol_floor_us(8 * 524288) == Approx(7 * 524288.0 / (70.5 * 1000)));
+  CHECK(one.alltoall_protocol_floor_us(8 * 1048576) == 0);
+  const auto ll = one.cost(CollectiveOp::alltoall, 8 * 524288);
+  CHECK(ll.time_us == Approx(ll.latency_us + ll.pipeline_fill_us + one.alltoall_protocol_floor_us(8 * 524288)));
+  // Across nodes the network carries the all-to-all: no NVLink fill, no LL floor.
+  const CollectiveModel two(spec, 2, 8);
+  CHECK(two.alltoall_fill_us(64LL << 20) == 0);
+  CHECK(two.alltoall_protocol_floor_us(16 * 4096) == 0);
+}
+
+TEST_CASE("all-to-all across nodes: network peers run Simple, NVLink peers LL below NCCL's threshold",
+          "[collective][model]") {
+  // p2p network connections have no LL buffers (net.cc): a 4 KiB-per-peer all-to-all over 2 x 8
+  // runs Simple on the network, where a 16 KiB LL message rule would have said LL.
+  const auto spec = topo::preset("h100-ndr400");
+  const CollectiveModel two(spec, 2, 8);
+  CHECK(two.cost(CollectiveOp::alltoall, 16 * 4096).protocol == "simple");
+  // Channels per peer: NVLink peers ask 36, network peers 2 (2 x 16 ranks <= 4 x 32): 2, so an
+  // NVLink peer runs LL up to 32 KiB; beyond 64 ranks network peers ask 1 (H100: one NIC per GPU).
+  const CommShape s2 = two.shape();
+  const NcclGraph& ring2 = two.nccl().graph(NcclAlgo::ring);
+  CHECK(nccl_p2p_channels_per_peer(s2, ring2) == 2);
+  CHECK(nccl_p2p_ll_threshold_bytes(s2, ring2) == 32768);
+  const CollectiveModel wide(spec, 16, 8);
+  CHECK(nccl_p2p_channels_per_peer(wide.shape(), wide.nccl().graph(NcclAlgo::ring)) == 1);
+  // One network round at Simple's hop costs more than at LL's: the latency of a 1 KiB-per-peer
+  // all-to-all over 2 x 8 = NCCL's Ring/Simple base + one LL NVLink round + one Simple network round.
+  const double hop_nvl = nccl_hw_latency_us(false, NcclAlgo::ring, NcclProto::ll);
+  const double hop_net = nccl_hw_latency_us(true, NcclAlgo::ring, NcclProto::simple);
+  CHECK(two.alltoall_latency_us(16 * 1024) ==
+        Approx(nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + hop_nvl + hop_net));
+  CHECK(hop_net > nccl_hw_latency_us(true, NcclAlgo::ring, NcclProto::ll));
 }
 
 TEST_CASE("whatif's collective timer gives the time `collective` prints for the same call", "[collective][model]") {
