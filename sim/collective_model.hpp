@@ -17,10 +17,13 @@
 //    the bandwidth part is the max-min DES on the fabric (sim/collectives.hpp) with PXN routing
 //    on rail-optimized fabrics (a message to another rail goes over NVLink to the local GPU of
 //    the destination's rail first). Mode::fast uses the symmetric classes, Mode::exact one flow
-//    per message; both give the same time. Inside one NVLink domain NCCL splits every peer's
-//    share over p2p channels (nccl_p2p_plan); each channel's two-stage step pipeline (the
-//    sender's copy into the peer's buffer, the receiver's copy out) adds one step at the
-//    channel's share of the GPU's NVLink rate.
+//    per message; both give the same time. The protocol is NCCL's per peer: network peers
+//    Simple (no LL buffers on p2p network connections), NVLink peers LL up to
+//    nccl_p2p_ll_threshold_bytes. Inside one NVLink domain NCCL splits every peer's share over
+//    p2p channels (nccl_p2p_plan); each channel's two-stage step pipeline (the sender's copy
+//    into the peer's buffer, the receiver's copy out) adds one step at the channel's share of
+//    the GPU's NVLink rate, and LL moves the bytes at no more than half NCCL's LL ring ceiling
+//    (alltoall_protocol_floor_us).
 // Sources of every constant: docs/simulator.md, "The collective model".
 #include <cstdint>
 #include <map>
@@ -89,6 +92,8 @@ class CollectiveModel {
   [[nodiscard]] double alltoall_latency_us(std::int64_t bytes) const;
   [[nodiscard]] double alltoall_transfer_us(std::int64_t bytes, Mode mode) const;
   [[nodiscard]] double alltoall_fill_us(std::int64_t bytes) const;
+  // The transfer's floor set by the protocol's own rate (LL inside one NVLink domain; 0 else):
+  // the all-to-all's transfer is the larger of this and the DES's.
   [[nodiscard]] double alltoall_protocol_floor_us(std::int64_t bytes) const;
   [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
 
