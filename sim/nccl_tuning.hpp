@@ -119,10 +119,6 @@ class NcclTuningModel {
 [[nodiscard]] double nccl_tree_per_channel_GBps(const CommShape& shape);
 [[nodiscard]] double nccl_nvls_tree_per_channel_GBps(const CommShape& shape);
 
-// How NCCL splits one all-to-all's share for one peer over its p2p channels inside one NVLink
-// domain (NCCL 2.28: paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
-// scheduleP2pTasksToPlan / addP2pToPlan). Every peer's send goes over `parts` channels of
-// `part_bytes`, each moved in steps of `step_bytes`.
 // Grouped p2p (all-to-all) as NCCL 2.28 plans it, from the searched ring graph
 // (NcclTuningModel::graph(NcclAlgo::ring)): comm->p2pnChannels, comm->p2pnChannelsPerPeer
 // (the fewest channels any peer asks for: 2 per NVLink, network peers 2 or 1 but at least the
@@ -133,6 +129,10 @@ class NcclTuningModel {
 [[nodiscard]] int nccl_p2p_channels_per_peer(const CommShape& shape, const NcclGraph& ring);
 [[nodiscard]] std::int64_t nccl_p2p_ll_threshold_bytes(const CommShape& shape, const NcclGraph& ring);
 
+// How NCCL splits one all-to-all's share for one peer over its p2p channels inside one NVLink
+// domain (NCCL 2.28: paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
+// scheduleP2pTasksToPlan / addP2pToPlan). Every peer's send goes over `parts` channels of
+// `part_bytes`, each moved in steps of `step_bytes`.
 struct NcclP2pPlan {
   int p2p_channels = 0;       // comm->p2pnChannels: pow2Up of the communicator's channels
   int channels_per_peer = 0;  // comm->p2pnChannelsPerPeer: 2 per NVLink, pow2Up, at most p2p_channels
