@@ -86,8 +86,9 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
     if (later) {
       log(common, "the logs ran NCCL " + list +
                       "; the model follows 2.28.3's rules, and 2.28.7 and later moved some of them (Blackwell's "
-                      "Ring/LL128 and NVLS-Tree ceilings, NVLS Tree's network latency; docs/simulator.md, 'Later NCCL "
-                      "releases'): the fit absorbs the difference");
+                      "Ring/LL128 and NVLS-Tree ceilings, NVLS Tree's network latency; from 2.29.2 the all-to-all's LL "
+                      "threshold per p2p part; docs/simulator.md, 'Later NCCL releases'): the fit absorbs the "
+                      "difference");
     }
   }
   save_calibration(common, nullptr, calibration, name, files, out);
