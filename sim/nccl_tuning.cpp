@@ -288,7 +288,7 @@ int nccl_p2p_channels_per_peer(const CommShape& s, const NcclGraph& ring) {
     // A network peer: 2 channels, halved while channels x ranks > 4 x p2p channels, but at least
     // the NICs it takes to match the GPU's own bandwidth (getLocalNetCountByBw): the GPU's NICs.
     int net = 2;
-    while (net * s.ranks() > 4 * p2p_channels && net > 1) net /= 2;
+    while (static_cast<std::int64_t>(net) * s.ranks() > 4 * p2p_channels && net > 1) net /= 2;  // 2 x 2^30 ranks > INT_MAX
     const int nics_per_gpu = std::max(1, s.nics_per_node / std::max(1, s.ranks_per_node));
     fewest = std::min(fewest, std::max(nics_per_gpu, net));
   }
