@@ -498,6 +498,11 @@ TEST_CASE("all-to-all across nodes: network peers run Simple, NVLink peers LL be
   CHECK(nccl_p2p_ll_threshold_bytes(s2, ring2) == 32768);
   const CollectiveModel wide(spec, 16, 8);
   CHECK(nccl_p2p_channels_per_peer(wide.shape(), wide.nccl().graph(NcclAlgo::ring)) == 1);
+  // The largest shape validate() allows (2^20 nodes x 1024 ranks): channels x ranks > INT_MAX.
+  CommShape huge = s2;
+  huge.nodes = 1 << 20;
+  huge.ranks_per_node = 1024;
+  CHECK(nccl_p2p_channels_per_peer(huge, ring2) == 1);
   // One network round at Simple's hop costs more than at LL's: the latency of a 1 KiB-per-peer
   // all-to-all over 2 x 8 = NCCL's Ring/Simple base + one LL NVLink round + one Simple network round.
   const double hop_nvl = nccl_hw_latency_us(false, NcclAlgo::ring, NcclProto::ll);
