@@ -300,10 +300,8 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const CommShape& s = shape_;
   const int n = s.ranks(), g = s.ranks_per_node;
   if (n <= 1) return 0;
-  // NVLink peers run LL up to NCCL's per-peer threshold; network peers always Simple (no LL
-  // buffers on p2p network connections).
-  const NcclProto p_nvlink =
-      g >= 2 && bytes / n <= nccl_p2p_ll_threshold_bytes(s, nccl_.graph(NcclAlgo::ring)) ? NcclProto::ll : NcclProto::simple;
+  // Network peers always run Simple (no LL buffers on p2p network connections).
+  const NcclProto p_nvlink = alltoall_nvlink_protocol(bytes);
   constexpr NcclProto p_net = NcclProto::simple;
   const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p_nvlink) + options_.extra_hop_latency_us;
   const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
@@ -318,11 +316,20 @@ double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   return nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + std::max(rounds, proxy) + options_.call_overhead_us;
 }
 
+NcclProto CollectiveModel::alltoall_nvlink_protocol(std::int64_t bytes) const {
+  if (shape_.ranks_per_node < 2) return NcclProto::simple;
+  return bytes / ranks() <= nccl_p2p_ll_threshold_bytes(shape_, nccl_.graph(NcclAlgo::ring)) ? NcclProto::ll
+                                                                                              : NcclProto::simple;
+}
+
 NcclProto CollectiveModel::alltoall_protocol(std::int64_t bytes) const {
   // Across NVLink domains the bytes that set the time cross the network, which p2p runs with
   // Simple only (NCCL allocates no LL buffers on p2p network connections).
-  if (shape_.nodes > 1 || shape_.ranks_per_node < 2) return NcclProto::simple;
-  return nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), bytes / ranks()).ll ? NcclProto::ll : NcclProto::simple;
+  return shape_.nodes > 1 ? NcclProto::simple : alltoall_nvlink_protocol(bytes);
+}
+
+double CollectiveModel::alltoall_time_us(std::int64_t bytes, double transfer_us) const {
+  return alltoall_latency_us(bytes) + alltoall_fill_us(bytes) + std::max(transfer_us, alltoall_protocol_floor_us(bytes));
 }
 
 double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
@@ -414,10 +421,11 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     c.algorithm = "p2p";
     c.protocol = to_string(alltoall_protocol(bytes));
     c.latency_us = alltoall_latency_us(bytes);
-    const double transfer = std::max(alltoall_transfer_us(bytes, mode), alltoall_protocol_floor_us(bytes));
+    const double des = alltoall_transfer_us(bytes, mode);
+    const double transfer = std::max(des, alltoall_protocol_floor_us(bytes));
     c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
     c.pipeline_fill_us = alltoall_fill_us(bytes);
-    c.time_us = c.latency_us + c.pipeline_fill_us + transfer;
+    c.time_us = alltoall_time_us(bytes, des);
     return c;
   }
   if (op == CollectiveOp::sendrecv) {

@@ -155,9 +155,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     const auto [op, bytes] = model_call(r);
     double us = 0;
     if (op == CollectiveOp::alltoall && !use_engine_) {
-      us = model_.alltoall_latency_us(bytes) + model_.alltoall_fill_us(bytes) +
-           std::max(static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3,
-                    model_.alltoall_protocol_floor_us(bytes));
+      us = model_.alltoall_time_us(bytes, static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3);
       a.choice = {"p2p", to_string(model_.alltoall_protocol(bytes)), ""};
     } else {
       const CollectiveCost c = model_.cost(op, bytes);
