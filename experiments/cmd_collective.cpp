@@ -101,8 +101,10 @@ int run_collective(std::span<const std::string> args) {
   cmd.options().add_options()
       ("op", po::value<std::string>()->required(), "alltoall | allgather | reducescatter | allreduce | sendrecv")
       ("algo", po::value<std::string>()->default_value("auto"),
-       "NCCL algorithm(s) allowed, as NCCL_ALGO: ring, tree, nvls, nvlstree, pat, a comma list, ^list, or auto")
-      ("proto", po::value<std::string>()->default_value("auto"), "NCCL protocol(s) allowed, as NCCL_PROTO: ll, ll128, simple, or auto")
+       "NCCL algorithm(s) allowed, as NCCL_ALGO: ring, tree, nvls, nvlstree, pat, a comma list, ^list, "
+       "NCCL >= 2.24's per-function entries (\"ring;allreduce:tree\"), or auto")
+      ("proto", po::value<std::string>()->default_value("auto"),
+       "NCCL protocol(s) allowed, as NCCL_PROTO: ll, ll128, simple, lists and per-function entries as --algo, or auto")
       ("nccl-model", "also print NCCL's own tuning-model prediction (time, algorithm, protocol)")
       ("calibration", po::value<std::string>()->value_name("CALIB.json"),
        "apply the collective parameters of a `calibrate --nccl-tests` calibration to the fabric and the model")
@@ -151,6 +153,10 @@ int run_collective(std::span<const std::string> args) {
   // The collective model prices every op but send/recv; --algorithm asks for the raw DES.
   const bool use_model = !cmd.has("algorithm") && spec.op != sim::CollectiveOp::sendrecv;
   const sim::NcclChoice choice = sim::NcclChoice::parse(vm["algo"].as<std::string>(), vm["proto"].as<std::string>());
+  if (choice.names_collnet()) {
+    throw_bad_usage("--algo", vm["algo"].as<std::string>(),
+                    "ring, tree, nvls, nvlstree or pat: CollNet (SHARP) is not modelled");
+  }
   const bool with_nccl = cmd.has("nccl-model");
   if (!use_model && (with_nccl || !vm["algo"].defaulted() || !vm["proto"].defaulted())) {
     throw UsageError("collective: --algo, --proto and --nccl-model belong to the collective model; drop --algorithm");

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <nlohmann/json.hpp>
 
@@ -201,8 +202,21 @@ int run_validate_collectives(std::span<const std::string> args) {
                   p.protocol.c_str(), by.c_str());
     }
   }
-  std::printf("# %zu rows, %d skipped (CollNet/SHARP); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
-              predictions.size(), skipped);
+  // Why rows went unpredicted: CollNet/SHARP (out of scope) and GPUs no preset describes, named.
+  int collnet = 0;
+  std::set<std::string> unmapped;
+  for (const auto& p : predictions) {
+    if (p.skipped.empty()) continue;
+    if (p.preset.empty()) unmapped.insert(p.row->gpu);
+    else ++collnet;
+  }
+  std::string why = std::to_string(collnet) + " CollNet/SHARP";
+  if (!unmapped.empty()) {
+    why += ", " + std::to_string(skipped - collnet) + " with no fabric preset for GPU";
+    for (const auto& g : unmapped) why += " '" + g + "'";
+  }
+  std::printf("# %zu rows, %d skipped (%s); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
+              predictions.size(), skipped, why.c_str());
   std::printf("%-24s %6s %18s %18s %16s %16s\n", "regime", "rows", "dionsim in goal %", "baseline in goal %",
               "dionsim med |e|", "baseline med |e|");
   for (const auto& s : summary) {

@@ -442,7 +442,7 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
   // then stands aside, as aws-ofi-nccl's does); NCCL's model is then quoted for the pair it runs.
   std::optional<NcclPrediction> run = nccl;
   std::string chosen_by = "nccl";
-  if (!allowed.restricts()) {
+  if (!allowed.restricts(f)) {
     const auto pick = tuner_plugin_pick(spec_.tuner_plugin, f, shape_.nodes, shape_.ranks_per_node, bytes,
                                         [&](NcclAlgo a, NcclProto p) { return nccl_.enabled(f, a, p); });
     if (pick) {

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <sstream>
 #include <stdexcept>
@@ -351,36 +352,93 @@ void validate(const CommShape& s, const std::string& where) {
     bad("net_overhead_us", std::to_string(s.net_overhead_us), "a latency in [0, 1000] us");
 }
 
-bool NcclChoice::restricts() const {
-  return std::find(algos.begin(), algos.end(), false) != algos.end() ||
-         std::find(protos.begin(), protos.end(), false) != protos.end();
+bool NcclChoice::restricts(NcclFunc f) const {
+  const Enabled& e = of(f);
+  return std::find(e.algos.begin(), e.algos.end(), false) != e.algos.end() ||
+         std::find(e.protos.begin(), e.protos.end(), false) != e.protos.end();
 }
+
+bool NcclChoice::names_collnet() const {
+  return std::any_of(functions.begin(), functions.end(), [](const Enabled& e) { return e.names_collnet; });
+}
+
+namespace {
+// strtok_r's view of a list: the non-empty pieces between separators.
+std::vector<std::string> pieces(const std::string& text, char separator) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, separator))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+// tuning.cc parseList over one variable. `set(function, name index, on)` records a name (the
+// function -1: Broadcast or Reduce, not priced); `clear(function, on)` first puts every name of
+// the function to `on`, as NCCL does before each entry.
+void parse_nccl_list(const std::string& text, const std::vector<std::string>& names, const std::string& flag,
+                     const std::function<void(int, bool)>& clear, const std::function<void(int, std::size_t, bool)>& set) {
+  const std::string body = lower(text);
+  if (body.empty() || body == "auto") return;  // NCCL's default: everything
+  // NCCL's function names (init.cc ncclFuncStr), lower-cased: Broadcast and Reduce map to -1.
+  static const std::vector<std::pair<std::string, int>> prefixes = {
+      {"broadcast", -1}, {"reduce", -1}, {"allgather", static_cast<int>(NcclFunc::allgather)},
+      {"reducescatter", static_cast<int>(NcclFunc::reducescatter)}, {"allreduce", static_cast<int>(NcclFunc::allreduce)}};
+  std::string known;
+  for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+  const std::string expected = "a comma list of " + known +
+                               " (optionally '^' first), then ';'-separated <function>:<list> entries "
+                               "(allgather, reducescatter, allreduce, broadcast, reduce), or auto";
+  const auto entries = pieces(body, ';');
+  for (std::size_t k = 0; k < entries.size(); ++k) {
+    const auto parts = pieces(entries[k], ':');
+    if (parts.size() > 2) throw_bad_usage(flag, text, expected);
+    const bool prefixed = parts.size() == 2;
+    if (!prefixed && k > 0) throw_bad_usage(flag, text, expected + " (every entry after the first needs its function)");
+    std::string list = parts.empty() ? std::string{} : parts.back();
+    const bool negate = !list.empty() && list[0] == '^';
+    if (negate) list.erase(0, 1);
+    std::vector<int> functions;
+    for (const auto& [name, f] : prefixes)
+      if (!prefixed || name == parts[0]) functions.push_back(f);
+    if (functions.empty()) throw_bad_usage(flag, text, expected + " (unknown function '" + parts[0] + "')");
+    for (const int f : functions) clear(f, negate);
+    for (const auto& item : pieces(list, ',')) {
+      const auto it = std::find(names.begin(), names.end(), item);
+      if (it == names.end()) throw_bad_usage(flag, text, expected);
+      for (const int f : functions) set(f, static_cast<std::size_t>(it - names.begin()), !negate);
+    }
+  }
+}
+}  // namespace
 
 NcclChoice NcclChoice::parse(const std::string& algos, const std::string& protos, const std::string& algo_flag,
                              const std::string& proto_flag) {
   NcclChoice c;
-  const auto parse_list = [](const std::string& text, const std::vector<std::string>& names, auto& set,
-                             const std::string& flag) {
-    std::string body = lower(text);
-    if (body.empty() || body == "auto") return;  // NCCL's default: everything
-    bool negate = false;
-    if (body[0] == '^') {
-      negate = true;
-      body.erase(0, 1);
-    }
-    for (auto& v : set) v = negate;
-    std::stringstream in(body);
-    std::string item;
-    std::string known;
-    for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-    while (std::getline(in, item, ',')) {
-      const auto it = std::find(names.begin(), names.end(), item);
-      if (it == names.end()) throw_bad_usage(flag, text, "a comma list of " + known + " (optionally '^' first), or auto");
-      set[static_cast<std::size_t>(it - names.begin())] = !negate;
-    }
-  };
-  parse_list(algos, {"ring", "tree", "nvls", "nvlstree", "pat"}, c.algos, algo_flag);
-  parse_list(protos, {"ll", "ll128", "simple"}, c.protos, proto_flag);
+  // NCCL's algorithm names (init.cc ncclAlgoStr); the two CollNet ones are not priced.
+  const std::vector<std::string> algo_names = {"ring", "tree", "nvls", "nvlstree", "pat", "collnetdirect", "collnetchain"};
+  parse_nccl_list(
+      algos, algo_names, algo_flag,
+      [&](int f, bool on) {
+        if (f < 0) return;
+        auto& e = c.functions[static_cast<std::size_t>(f)];
+        e.algos.fill(on);
+        e.names_collnet = false;
+      },
+      [&](int f, std::size_t name, bool on) {
+        if (f < 0) return;
+        auto& e = c.functions[static_cast<std::size_t>(f)];
+        if (name < e.algos.size()) e.algos[name] = on;
+        else if (on) e.names_collnet = true;
+      });
+  parse_nccl_list(
+      protos, {"ll", "ll128", "simple"}, proto_flag,
+      [&](int f, bool on) {
+        if (f >= 0) c.functions[static_cast<std::size_t>(f)].protos.fill(on);
+      },
+      [&](int f, std::size_t name, bool on) {
+        if (f >= 0) c.functions[static_cast<std::size_t>(f)].protos[name] = on;
+      });
   return c;
 }
 
@@ -490,9 +548,9 @@ std::optional<NcclPrediction> NcclTuningModel::predict(NcclFunc f, NcclAlgo a, N
 std::optional<NcclPrediction> NcclTuningModel::choose(NcclFunc f, std::int64_t bytes, const NcclChoice& allowed) const {
   std::optional<NcclPrediction> best;
   for (int a = 0; a < kNcclAlgos; ++a) {
-    if (!allowed.algos[a]) continue;
+    if (!allowed.of(f).algos[a]) continue;
     for (int p = 0; p < kNcclProtos; ++p) {
-      if (!allowed.protos[p]) continue;
+      if (!allowed.of(f).protos[p]) continue;
       const auto t = predict(f, static_cast<NcclAlgo>(a), static_cast<NcclProto>(p), bytes);
       if (t && (!best || t->time_us < best->time_us)) best = t;
     }

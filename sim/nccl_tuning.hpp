@@ -12,6 +12,7 @@
 // the nominal link bandwidths with NCCL's own speed tables and channel-duplication rule (see
 // docs/simulator.md, "NCCL's tuning model"). CollNet / SHARP is out of scope.
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -23,6 +24,7 @@ enum class NetKind { ib, roce, efa };
 enum class NcclFunc { allgather, reducescatter, allreduce };
 enum class NcclAlgo { ring, tree, nvls, nvls_tree, pat };
 enum class NcclProto { ll, ll128, simple };
+inline constexpr int kNcclFuncs = 3;
 inline constexpr int kNcclAlgos = 5;
 inline constexpr int kNcclProtos = 3;
 
@@ -56,16 +58,30 @@ struct NcclGraph {
   double bw_inter_GBps = 0;  // per channel
 };
 
-// Which pairs a run may use: NCCL_ALGO / NCCL_PROTO as a set (all true = NCCL's default).
+// Which pairs a run may use: NCCL_ALGO / NCCL_PROTO as NCCL >= 2.24 reads them (tuning.cc
+// parseList), per function; every pair on is NCCL's default.
 struct NcclChoice {
-  std::array<bool, kNcclAlgos> algos{true, true, true, true, true};
-  std::array<bool, kNcclProtos> protos{true, true, true};
-  // "ring" -> only ring; "^tree" -> all but tree; comma lists; case-insensitive, as NCCL parses
-  // them. Throws UsageError naming `flag` for an unknown name.
+  struct Enabled {
+    std::array<bool, kNcclAlgos> algos{true, true, true, true, true};
+    std::array<bool, kNcclProtos> protos{true, true, true};
+    // NCCL_ALGO names CollNetDirect or CollNetChain for the function: NCCL would run CollNet
+    // (SHARP) where the fabric has it, which the model does not price.
+    bool names_collnet = false;
+  };
+  std::array<Enabled, kNcclFuncs> functions{};
+
+  // NCCL's syntax, case-insensitive: a comma list ("ring,tree"), '^' first to take the names out
+  // ("^tree"), and after the first entry ';'-separated per-function entries, each with its
+  // function's prefix ("ll,simple;allreduce:^ll"); Broadcast and Reduce prefixes are accepted and
+  // apply to nothing dionsim prices. "auto" or empty: NCCL's default. Throws UsageError naming
+  // `flag` for what NCCL would refuse (an unknown name or prefix, an unprefixed later entry).
   static NcclChoice parse(const std::string& algos, const std::string& protos, const std::string& algo_flag = "--algo",
                           const std::string& proto_flag = "--proto");
-  // Whether NCCL_ALGO / NCCL_PROTO took anything out of NCCL's default set.
-  [[nodiscard]] bool restricts() const;
+  [[nodiscard]] const Enabled& of(NcclFunc f) const { return functions[static_cast<std::size_t>(f)]; }
+  // Whether NCCL_ALGO / NCCL_PROTO took anything out of NCCL's default set for `f`.
+  [[nodiscard]] bool restricts(NcclFunc f) const;
+  // Whether any function's entry names a CollNet algorithm.
+  [[nodiscard]] bool names_collnet() const;
 };
 
 struct NcclPrediction {

@@ -32,6 +32,11 @@ FabricSpec nvlink(std::string name, int generation, double GBps, int gpus_per_ho
 FabricSpec hgx_a100(std::string name) { return nvlink(std::move(name), 3, 300, 8, 8); }
 // NVLink 4 (H100/H200 SXM): 18 links, 900 GB/s bidirectional = 450 per direction (H100/H200 datasheets).
 FabricSpec hgx_h100(std::string name) { return nvlink(std::move(name), 4, 450, 8, 8); }
+// H800 / A800 SXM (China's export variants of H100 / A100): 8 NVLinks, 400 GB/s bidirectional =
+// 200 per direction (H800 and A800 datasheets; DeepSeek's DeepEP measures ~160 GB/s on H800,
+// NCCL's 8 x 20.6 GB/s per sm90 link).
+FabricSpec hgx_h800(std::string name) { return nvlink(std::move(name), 4, 200, 8, 8); }
+FabricSpec hgx_a800(std::string name) { return nvlink(std::move(name), 3, 200, 8, 8); }
 // NVLink 5 (B200/B300): 18 links, 1.8 TB/s bidirectional = 900 per direction (HGX B200/B300 pages).
 FabricSpec hgx_b200(std::string name) { return nvlink(std::move(name), 5, 900, 8, 8); }
 // GB200/GB300 NVL72: 72 GPUs on one NVLink 5 fabric (18 compute trays of 4 GPUs, 9 NVLink switch
@@ -117,6 +122,9 @@ const std::map<std::string, FabricSpec>& table() {
     add(roce400(hgx_h100("h100-roce400")));
     add(ndr400(hgx_h100("h200-ndr400")));
     add(roce400(hgx_h100("h200-roce400")));
+    add(ndr400(hgx_h800("h800-ndr400")));
+    add(roce400(hgx_h800("h800-roce400")));
+    add(hdr200(hgx_a800("a800-hdr200")));
     add(ndr400(hgx_b200("b200-ndr400")));
     add(roce400(hgx_b200("b200-roce400")));
     add(xdr800(hgx_b200("b200-xdr800")));

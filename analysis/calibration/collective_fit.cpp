@@ -58,6 +58,13 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
           return it == run.env.end() ? std::string{} : it->second;
         },
         where);
+    const bool names_collnet = op->second == sim::CollectiveOp::alltoall
+                                   ? nccl.forced.names_collnet()
+                                   : nccl.forced.of(sim::to_nccl(op->second)).names_collnet;
+    if (names_collnet) {
+      throw_bad_input(where, "NCCL_ALGO", run.env.at("NCCL_ALGO"),
+                      "no CollNet algorithm: CollNet (SHARP) runs are not modelled, drop this log");
+    }
     const int hosts = std::max(1, run.nodes);
     if (run.world < 1 || run.world % hosts != 0) {
       throw_bad_input(where, "ranks", std::to_string(run.world),

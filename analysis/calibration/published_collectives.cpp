@@ -31,16 +31,24 @@ bool starts_word(const std::string& text, const char* needle) {
   return false;
 }
 
-// The value of KEY= in an env text ("A=1 B=2; -n 20"), empty when absent: a whole word (not the
-// tail of XKEY=), and the last assignment, as a shell takes it.
+// The value of KEY= in an env text ("A=1 B=2; -n 20", "export A='x y'", "A=1, B=2"), empty when
+// absent: a whole word (not the tail of XKEY= or MY_KEY=), the last assignment as a shell takes
+// it, a quoted value without its quotes, an unquoted one up to a blank or ';' less a trailing
+// ',' or ')' (the prose around it: "A=1, HPC-X").
 std::string env_value(const std::string& env, const std::string& key) {
   std::string value;
   const std::string assign = key + "=";
   for (std::size_t at = env.find(assign); at != std::string::npos; at = env.find(assign, at + 1)) {
-    if (at > 0 && std::string(" ;\t").find(env[at - 1]) == std::string::npos) continue;
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(env[at - 1])) || env[at - 1] == '_')) continue;
     const auto from = at + assign.size();
+    if (from < env.size() && (env[from] == '"' || env[from] == '\'')) {
+      const auto close = env.find(env[from], from + 1);
+      value = env.substr(from + 1, close == std::string::npos ? std::string::npos : close - from - 1);
+      continue;
+    }
     const auto to = env.find_first_of(" ;\t", from);
     value = env.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    while (!value.empty() && (value.back() == ',' || value.back() == ')')) value.pop_back();
   }
   return value;
 }
@@ -61,6 +69,9 @@ const std::vector<ClusterPreset>& cluster_presets() {
   // NVL72 racks before B200/B300, and EFA or RoCE in the NIC column before the InfiniBand default
   // (an EFA cluster named by its GPU only takes that GPU's EFA instance: H200 the current p5en).
   static const std::vector<ClusterPreset> table = {
+      // GH200 nodes join their GPUs without NVSwitch (Grace Hopper superchips, NVLink in pairs or
+      // quads): no preset models them, and the "H200" below must not take them.
+      {"GH200", "", ""},
       {"p5en", "", "p5en-efa"},          {"p5e.", "", "p5e-efa"},          {"p5.48xlarge", "", "p5-efa"},
       {"p4d", "", "p4d-efa"},            {"p6-b200", "", "p6-b200-efa"},   {"p6-b300", "", "p6-b300-efa"},
       {"p6e-gb200", "", "gb200-nvl72-efa"}, {"GB300", "", "gb300-nvl72"},   {"GB200", "EFA", "gb200-nvl72-efa"},
@@ -70,13 +81,18 @@ const std::vector<ClusterPreset>& cluster_presets() {
       {"H200", "", "h200-ndr400"},       {"H100", "EFA", "p5-efa"},        {"H100", "RoCE", "h100-roce400"},
       {"H100", "", "h100-ndr400"},       {"A100", "EFA", "p4d-efa"},       {"A100", "RoCE", "a100-roce100"},
       {"A100", "", "a100-hdr200"},
+      // China's export variants: H800 and A800 are H100 and A100 with 8 NVLinks (400 GB/s); H20
+      // keeps H100's 18 (900 GB/s). After H200, which contains "H20".
+      {"H800", "RoCE", "h800-roce400"},  {"H800", "", "h800-ndr400"},    {"A800", "", "a800-hdr200"},
+      {"H20", "RoCE", "h100-roce400"},   {"H20", "", "h100-ndr400"},
   };
   return table;
 }
 
 std::optional<std::string> preset_for(const PublishedRow& row) {
   for (const auto& e : cluster_presets()) {
-    if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || starts_word(row.nic, e.nic))) return std::string(e.preset);
+    if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || starts_word(row.nic, e.nic)))
+      return e.preset[0] == '\0' ? std::nullopt : std::optional<std::string>(e.preset);
   }
   return std::nullopt;
 }
@@ -179,13 +195,22 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     p.row = &row;
     const std::string where = where_of(row);
     const auto preset = preset_for(row);
-    if (!preset) throw_bad_input(where, "gpu", row.gpu, "a GPU the cluster -> preset table maps (docs/simulator.md)");
+    if (!preset) {
+      // A cluster no preset describes is reported, not guessed and not fatal to the other rows.
+      p.skipped = "no fabric preset for GPU '" + row.gpu + "' (docs/simulator.md: the cluster -> preset table)";
+      out.push_back(std::move(p));
+      continue;
+    }
     p.preset = *preset;
-    const std::string algo_env = env_value(row.env, "NCCL_ALGO");
-    // CollNet/SHARP rows are out of scope (issue 16): those whose env forces CollNet, and those
-    // whose source shows SHARP at work (its log's SHARP trees: NCCL ran CollNet without an env
-    // forcing it, so the measured time is of an algorithm the model does not price).
-    if (contains(algo_env, "collnet") || contains(row.env, "NCCL_COLLNET_ENABLE=1")) {
+    // CollNet/SHARP rows are out of scope (issue 16): those whose NCCL_ALGO names CollNet for the
+    // row's collective (any, for an all-to-all) or that set NCCL_COLLNET_ENABLE=1, and those whose
+    // source shows SHARP at work (its log's SHARP trees: NCCL ran CollNet without an env forcing
+    // it, so the measured time is of an algorithm the model does not price).
+    const sim::NcclEnv nccl = nccl_env_of(row);
+    const CollectiveOp op = op_of(row);
+    const bool names_collnet = op == CollectiveOp::alltoall ? nccl.forced.names_collnet()
+                                                            : nccl.forced.of(sim::to_nccl(op)).names_collnet;
+    if (names_collnet || env_value(row.env, "NCCL_COLLNET_ENABLE") == "1") {
       p.skipped = "CollNet/SHARP (out of scope)";
       out.push_back(std::move(p));
       continue;
@@ -200,7 +225,6 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     }
     const int nodes = row.world / row.gpus_per_node;  // the ratio-checked rank count
     p.stated_nic_GBps = stated_nic_GBps_per_gpu(row.nic, row.gpus_per_node);
-    const sim::NcclEnv nccl = nccl_env_of(row);
     topo::FabricSpec spec = row_fabric(p);  // with the env applied
     sim::ModelOptions options;
     nccl.apply(options);
@@ -211,7 +235,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;
-    const CollectiveCost c = model->cost(op_of(row), row.size_bytes, nccl.forced, Mode::fast);
+    const CollectiveCost c = model->cost(op, row.size_bytes, nccl.forced, Mode::fast);
     p.algorithm = c.algorithm;
     p.protocol = c.protocol;
     p.chosen_by = c.chosen_by;

@@ -101,10 +101,16 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
     if (col.count("date") && !valid_published_date(get("date"))) {
       throw_bad_input(where, "date", get("date"), "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-YYYY");
     }
-    if (r.collective != "allgather" && r.collective != "reducescatter" && r.collective != "allreduce" &&
-        r.collective != "alltoall") {
-      throw_bad_input(where, "collective", r.collective, "allgather, reducescatter, allreduce or alltoall");
+    // nccl-tests' and NCCL's spellings too: all_reduce(_perf), AllReduce, all-gather, all_to_all.
+    std::string name;
+    for (const char c : lower(r.collective))
+      if (c != '_' && c != '-' && c != ' ') name += c;
+    if (name.size() > 4 && name.ends_with("perf")) name.erase(name.size() - 4);
+    if (name != "allgather" && name != "reducescatter" && name != "allreduce" && name != "alltoall") {
+      throw_bad_input(where, "collective", r.collective,
+                      "allgather, reducescatter, allreduce or alltoall (any case, '_' or '-' between words)");
     }
+    r.collective = name;
     rows.push_back(std::move(r));
   }
   return rows;

@@ -169,13 +169,18 @@ TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration]
   forced.env["NCCL_ALGO"] = "CollNetChain";
   CHECK_THROWS_AS(samples_from_nccl_tests({forced}, "f.log"), InputError);
   CHECK_THROWS_WITH(samples_from_nccl_tests({forced}, "f.log"),
-                    Catch::Contains("f.log:7: NCCL_ALGO: got 'CollNetChain', expected a comma list of ring"));
+                    Catch::Contains("f.log:7: NCCL_ALGO: got 'CollNetChain', expected no CollNet algorithm"));
+  // One NCCL cannot read is a bad file too.
+  forced.env["NCCL_ALGO"] = "Rings";
+  CHECK_THROWS_WITH(samples_from_nccl_tests({forced}, "f.log"),
+                    Catch::Contains("f.log:7: NCCL_ALGO: got 'Rings', expected a comma list of ring"));
   // One it can: the samples carry the choice the run made, and the fit prices that.
   forced.env = {{"NCCL_ALGO", "Ring"}, {"NCCL_PROTO", "Simple"}};
   const auto samples = samples_from_nccl_tests({forced}, "f.log");
   REQUIRE(samples.size() == 1);
-  CHECK(samples[0].nccl.forced.algos == std::array<bool, sim::kNcclAlgos>{true, false, false, false, false});
-  CHECK(samples[0].nccl.forced.protos == std::array<bool, sim::kNcclProtos>{false, false, true});
+  const auto& allreduce = samples[0].nccl.forced.of(sim::NcclFunc::allreduce);
+  CHECK(allreduce.algos == std::array<bool, sim::kNcclAlgos>{true, false, false, false, false});
+  CHECK(allreduce.protos == std::array<bool, sim::kNcclProtos>{false, false, true});
   // NCCL_NVLS_ENABLE=0 in the log: the fit prices the block without NVLS (one GB200 rack of 16
   // trays, 1 GiB all-reduce: NVLS otherwise).
   forced.world = 64;

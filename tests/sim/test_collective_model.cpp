@@ -160,21 +160,61 @@ TEST_CASE("NCCL tuning model: enable rules and switch points", "[collective][mod
 }
 
 TEST_CASE("NCCL_ALGO / NCCL_PROTO parsing", "[collective][model]") {
+  using F = NcclFunc;
   const auto c = NcclChoice::parse("^ring,tree", "LL128");
-  CHECK_FALSE(c.algos[0]);
-  CHECK_FALSE(c.algos[1]);
-  CHECK(c.algos[2]);
-  CHECK(c.protos[1]);
-  CHECK_FALSE(c.protos[0]);
-  CHECK(c.restricts());
-  CHECK(NcclChoice::parse("auto", "simple").restricts());
-  CHECK_FALSE(NcclChoice::parse("auto", "auto").restricts());
-  CHECK_FALSE(NcclChoice{}.restricts());
+  for (const F f : {F::allgather, F::reducescatter, F::allreduce}) {
+    CHECK_FALSE(c.of(f).algos[0]);
+    CHECK_FALSE(c.of(f).algos[1]);
+    CHECK(c.of(f).algos[2]);
+    CHECK(c.of(f).protos[1]);
+    CHECK_FALSE(c.of(f).protos[0]);
+    CHECK(c.restricts(f));
+  }
+  CHECK(NcclChoice::parse("auto", "simple").restricts(F::allgather));
+  CHECK_FALSE(NcclChoice::parse("auto", "auto").restricts(F::allreduce));
+  CHECK_FALSE(NcclChoice{}.restricts(F::allreduce));
   CHECK_THROWS_AS(NcclChoice::parse("rings", "auto"), UsageError);
   CHECK_THROWS_AS(NcclChoice::parse("auto", "ll256"), UsageError);
   // Forcing what NCCL cannot run is refused, as NCCL would.
   const CollectiveModel m(topo::preset("h100-ndr400"), 16, 8);
   CHECK_THROWS_AS(m.cost(CollectiveOp::allgather, 1 << 20, NcclChoice::parse("tree", "auto")), UsageError);
+}
+
+TEST_CASE("NCCL_ALGO / NCCL_PROTO per function, as NCCL >= 2.24 reads them (tuning.cc parseList)", "[collective][model]") {
+  using F = NcclFunc;
+  // NCCL's own examples: ring and tree for all, then only tree for all-reduce.
+  const auto a = NcclChoice::parse("Ring,Tree;AllReduce:Tree", "auto");
+  CHECK(a.of(F::allgather).algos == std::array<bool, kNcclAlgos>{true, true, false, false, false});
+  CHECK(a.of(F::allreduce).algos == std::array<bool, kNcclAlgos>{false, true, false, false, false});
+  // "LL,Simple;allreduce:^LL": all-reduce takes everything but LL.
+  const auto p = NcclChoice::parse("auto", "LL,Simple;allreduce:^LL");
+  CHECK(p.of(F::reducescatter).protos == std::array<bool, kNcclProtos>{true, false, true});
+  CHECK(p.of(F::allreduce).protos == std::array<bool, kNcclProtos>{false, true, true});
+  // A function's entry alone leaves the others at NCCL's default; Broadcast and Reduce entries
+  // are read and change nothing priced.
+  const auto only = NcclChoice::parse("allgather:ring;broadcast:ring;reduce:ring", "auto");
+  CHECK(only.restricts(F::allgather));
+  CHECK_FALSE(only.restricts(F::allreduce));
+  CHECK_FALSE(only.restricts(F::reducescatter));
+  // CollNet names are NCCL's and parse; a list that names them for a function says so.
+  const auto collnet = NcclChoice::parse("ring;allreduce:collnetdirect,ring", "auto");
+  CHECK(collnet.of(F::allreduce).names_collnet);
+  CHECK_FALSE(collnet.of(F::allgather).names_collnet);
+  CHECK(collnet.names_collnet());
+  CHECK_FALSE(NcclChoice::parse("^CollNetDirect,CollNetChain", "auto").names_collnet());
+  // What NCCL refuses: an unprefixed later entry, an unknown function, an unknown name.
+  CHECK_THROWS_WITH(NcclChoice::parse("ring;tree", "auto"), Catch::Contains("every entry after the first"));
+  CHECK_THROWS_WITH(NcclChoice::parse("alltoall:ring", "auto"), Catch::Contains("unknown function 'alltoall'"));
+  CHECK_THROWS_AS(NcclChoice::parse("allreduce:rings", "auto"), UsageError);
+  CHECK_THROWS_AS(NcclChoice::parse("allreduce:ring:tree", "auto"), UsageError);
+  // The model runs what the call's function allows: all-gather ring on 16 x 8 H100 while
+  // all-reduce keeps its tree.
+  const CollectiveModel m(topo::preset("h100-ndr400"), 16, 8);
+  const auto forced = NcclChoice::parse("allgather:ring;allreduce:tree", "allgather:simple");
+  CHECK(m.cost(CollectiveOp::allgather, 1 << 20, forced).algorithm == "ring");
+  CHECK(m.cost(CollectiveOp::allgather, 1 << 20, forced).protocol == "simple");
+  CHECK(m.cost(CollectiveOp::allreduce, 1 << 30, forced).algorithm == "tree");
+  CHECK(m.cost(CollectiveOp::allreduce, 1 << 30).algorithm != "tree");
 }
 
 TEST_CASE("aws-ofi-nccl's region tuner overrides NCCL's choice on p5 / p5e / p5en / p6 beyond two nodes", "[collective][model]") {
@@ -653,6 +693,59 @@ TEST_CASE("validate-collectives: the cluster -> preset table reads instance type
   CHECK(preset_of("GB200 (AWS p6e-gb200)", "4x400 Gb/s per tray") == "gb200-nvl72-efa");
   CHECK(preset_of("GB200 NVL72", "EFA v4") == "gb200-nvl72-efa");
   CHECK(preset_of("MI300X", "RoCE") == "(none)");
+  // China's export variants (8 NVLinks), any case; Grace Hopper nodes (no NVSwitch) are no H200.
+  CHECK(preset_of("NVIDIA H800 80GB HBM3", "CX7 400 Gb/s InfiniBand") == "h800-ndr400");
+  CHECK(preset_of("h800", "RoCE 8x400G") == "h800-roce400");
+  CHECK(preset_of("A800-SXM4-80GB", "not stated") == "a800-hdr200");
+  CHECK(preset_of("nvidia h100 80gb hbm3", "not stated") == "h100-ndr400");
+  CHECK(preset_of("GH200 480GB", "InfiniBand NDR200") == "(none)");
+  CHECK(preset_of("H20 96GB", "RoCE 400G") == "h100-roce400");
+  CHECK(preset_of("H200 141GB", "RoCE 400G") == "h200-roce400");
+}
+
+TEST_CASE("validate-collectives: a GPU no preset describes is skipped and named, the other rows predicted",
+          "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  std::vector<PublishedRow> mixed(rows.begin(), rows.begin() + 4);
+  mixed[1].gpu = "MI300X";
+  mixed[2].gpu = "GH200 480GB";
+  const auto predictions = predict_published(mixed);
+  REQUIRE(predictions.size() == 4);
+  CHECK(predictions[0].skipped.empty());
+  CHECK(predictions[3].skipped.empty());
+  CHECK(predictions[1].skipped == "no fabric preset for GPU 'MI300X' (docs/simulator.md: the cluster -> preset table)");
+  CHECK(predictions[2].skipped.find("'GH200 480GB'") != std::string::npos);
+  CHECK(predictions[0].dionsim_us > 0);
+}
+
+TEST_CASE("validate-collectives: env values as shells and sources write them", "[collective][validate]") {
+  const auto rows = read_published_rows(std::string(DIONSIM_SHARED_DIR) + "/data/nccl-published/measurements.csv");
+  PublishedRow row = rows.front();
+  const auto allreduce = [&](const std::string& env) {
+    row.env = env;
+    return nccl_env_of(row).forced.of(NcclFunc::allreduce);
+  };
+  const std::array<bool, kNcclAlgos> tree{false, true, false, false, false};
+  CHECK(allreduce("NCCL_ALGO=Tree; -n 20").algos == tree);
+  CHECK(allreduce("export NCCL_ALGO=\"Tree\" NCCL_PROTO='Simple'").algos == tree);
+  CHECK(allreduce("export NCCL_ALGO=\"Tree\" NCCL_PROTO='Simple'").protos == std::array<bool, kNcclProtos>{false, false, true});
+  CHECK(allreduce("NCCL_ALGO=Tree, HPC-X SHARP plugin").algos == tree);
+  CHECK(allreduce("(NCCL_ALGO=Tree)").algos == tree);
+  // NCCL >= 2.24's per-function lists, quoted since ';' ends a shell assignment.
+  CHECK(allreduce("NCCL_ALGO=\"ring;allreduce:tree\" NCCL_IB_HCA=mlx5").algos == tree);
+  row.env = "NCCL_ALGO=\"ring;allreduce:tree\"";
+  CHECK(nccl_env_of(row).forced.of(NcclFunc::allgather).algos == std::array<bool, kNcclAlgos>{true, false, false, false, false});
+  // Not the variable: another's tail, a name in prose without '='.
+  CHECK_FALSE(nccl_env_of([&] { row.env = "MY_NCCL_ALGO=tree XNCCL_ALGO=tree NCCL_ALGO set in manifest"; return row; }())
+                  .forced.restricts(NcclFunc::allreduce));
+  // CollNet named for the row's collective is out of scope; taken out of the list it is not.
+  std::vector<PublishedRow> two{rows.front(), rows.front()};
+  two[0].collective = two[1].collective = "allreduce";
+  two[0].env = "NCCL_ALGO=\"ring;allreduce:collnetchain,ring\"";
+  two[1].env = "NCCL_ALGO=^CollNetDirect,CollNetChain";
+  const auto predicted = predict_published(two);
+  CHECK(predicted[0].skipped == "CollNet/SHARP (out of scope)");
+  CHECK(predicted[1].skipped.empty());
 }
 
 TEST_CASE("validate-collectives: a NIC the source states replaces the preset's, an unstated one does not",
@@ -859,6 +952,29 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
     }
     INFO(date);
     CHECK_THROWS_WITH(read_published_rows(path), Catch::Contains(path + ":2: date: got '" + date + "'"));
+  }
+  // nccl-tests' and NCCL's spellings of the four collectives read as the file's own.
+  for (const auto& [name, canonical] : std::vector<std::pair<std::string, std::string>>{
+           {"all_reduce", "allreduce"}, {"AllReduce", "allreduce"}, {"all_gather_perf", "allgather"},
+           {"reduce-scatter", "reducescatter"}, {"all_to_all", "alltoall"}, {"alltoall_perf", "alltoall"}}) {
+    {
+      std::ofstream out(path);
+      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
+             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
+          << "s,2024,H100,8,2,16,nv,ib,2.28,," << name << ",float,out-of-place,1024,256,3,1,1,\n";
+    }
+    INFO(name);
+    CHECK(read_published_rows(path).at(0).collective == canonical);
+  }
+  for (const char* name : {"broadcast", "all", "perf", "sendrecv"}) {
+    {
+      std::ofstream out(path);
+      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
+             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
+          << "s,2024,H100,8,2,16,nv,ib,2.28,," << name << ",float,out-of-place,1024,256,3,1,1,\n";
+    }
+    INFO(name);
+    CHECK_THROWS_WITH(read_published_rows(path), Catch::Contains(path + ":2: collective: got '" + name + "'"));
   }
   for (const char* date : {"2024", "2024-07", "2024-07-19", "2024-2026"}) {
     {
