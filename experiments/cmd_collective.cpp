@@ -187,12 +187,14 @@ int run_collective(std::span<const std::string> args) {
     sim::validate_spec(spec, topology);
   }
   // The exact path holds one flow per message (~400 B each): refuse what would not fit.
-  const bool fast_ok = mode == sim::Mode::fast && topology.symmetric() && algorithm == "direct";
+  // The fast path (flow classes, any fabric) takes direct collectives: the model's all-to-all
+  // and --algorithm direct.
+  const bool fast_ok = mode == sim::Mode::fast && (algorithm == "direct" || use_model);
   const double messages = static_cast<double>(topology.ranks()) * (topology.ranks() - 1);
   if ((!use_model || spec.op == sim::CollectiveOp::alltoall) && spec.op != sim::CollectiveOp::sendrecv && !fast_ok &&
-      messages > 3.4e7 && !(use_model && mode == sim::Mode::fast && topology.symmetric())) {
-    throw_bad_usage("--mode", mode_name, "a shape the exact per-flow path can hold (at most ~5800 ranks); the fast "
-                                         "path needs --algorithm direct and a symmetric fabric (full leaves)");
+      messages > 3.4e7) {
+    throw_bad_usage("--mode", mode_name, "a shape the exact per-flow path can hold (at most ~5800 ranks); --mode fast "
+                                         "takes any size with --algorithm direct or the collective model");
   }
   if (cmd.has("dump-topology")) {
     const std::string path = vm["dump-topology"].as<std::string>();

@@ -202,17 +202,20 @@ int run_validate_collectives(std::span<const std::string> args) {
                   p.protocol.c_str(), by.c_str());
     }
   }
-  // Why rows went unpredicted: CollNet/SHARP (out of scope) and GPUs no preset describes, named.
-  int collnet = 0;
+  // Why rows went unpredicted: CollNet/SHARP (out of scope), GPUs no preset describes (named),
+  // an env whose NCCL_ALGO / NCCL_PROTO NCCL would refuse.
+  int collnet = 0, refused = 0;
   std::set<std::string> unmapped;
   for (const auto& p : predictions) {
     if (p.skipped.empty()) continue;
     if (p.preset.empty()) unmapped.insert(p.row->gpu);
-    else ++collnet;
+    else if (p.skipped.starts_with("CollNet")) ++collnet;
+    else ++refused;
   }
   std::string why = std::to_string(collnet) + " CollNet/SHARP";
+  if (refused > 0) why += ", " + std::to_string(refused) + " whose NCCL_ALGO/NCCL_PROTO leave NCCL nothing to run";
   if (!unmapped.empty()) {
-    why += ", " + std::to_string(skipped - collnet) + " with no fabric preset for GPU";
+    why += ", " + std::to_string(skipped - collnet - refused) + " with no fabric preset for GPU";
     for (const auto& g : unmapped) why += " '" + g + "'";
   }
   std::printf("# %zu rows, %d skipped (%s); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",

@@ -1,7 +1,9 @@
 #include "sim/collectives.hpp"
 
+#include <array>
 #include <map>
 #include <memory>
+#include <numeric>
 #include <stdexcept>
 
 #include "common/error.hpp"
@@ -188,61 +190,143 @@ std::uint64_t FabricNetwork::launch_alltoallv(std::span<const double> bytes, Eng
 
 namespace {
 
-// The fast path for uniform direct collectives on a symmetric fabric.
+// The fast path for uniform direct collectives, on any fabric this topology builds.
 //
-// Partition the flows by their route's sequence of link kinds and the links by kind. On a
-// symmetric fabric (every leaf carries the same number of nodes) every link of a kind carries
-// the same number of flows of each class, and every flow of a class crosses one link of each
-// kind of its signature: the partition is equitable. Progressive filling then raises, saturates
-// and freezes whole classes at a time (a link's saturation time depends only on its class
-// counts), all flows of a class finish together, and the partition stays equitable. So one
-// solver variable per class on one solver link per kind, with coeff = flows of the class per
-// link of the kind, reproduces the exact allocation. Counts come from rank 0's w-1 flows
-// (transitivity): class c crosses kind K with coeff = w * n(c, K) / |K|.
-CollectiveResult simulate_symmetric_direct(const topo::Topology& t, const CollectiveSpec& spec) {
+// Max-min fairness is invariant under the fabric's automorphisms, so flows one automorphism maps
+// onto another get the same rate. The automorphisms used: permuting the hosts of one cell (the
+// hosts one leaf group and one NVLink domain share; with one-host domains, all hosts of a leaf
+// group), permuting the local GPU indices of every host at once (the rails), and permuting the
+// complete periods — blocks of lcm(hosts per leaf group, hosts per domain) hosts, each made of
+// whole leaf groups and whole domains — among themselves. A host's type is its cell's offset in
+// its period, the trailing partial period's cells their own types. Flows fall into classes by
+// (source host type, destination host type, same host, same period, same local index), links by
+// (kind, owner's type); every class is one orbit, so every link of a class carries the same
+// number of flows of each flow class and every flow of a class crosses the same links (an
+// equitable partition). Progressive filling then raises, saturates and freezes whole classes at a
+// time, and one solver variable per flow class on one solver link per link class, with coeff =
+// the class's flows crossing the link class / its links, reproduces the per-flow allocation
+// exactly. Classes: 2-4 host types on HGX fabrics; tens where NVL72 domains and leaf groups
+// misalign.
+CollectiveResult simulate_direct_by_classes(const topo::Topology& t, const CollectiveSpec& spec) {
   const int w = t.ranks();
+  const int g = t.gpus_per_host();
+  const std::int64_t hosts = t.hosts();
+  const std::int64_t per_leaf = std::min<std::int64_t>(t.nodes_per_leaf(), hosts);  // hosts per leaf group
+  const std::int64_t per_domain = t.gpus_per_domain() / g;                          // hosts per domain
+  const std::int64_t period = std::min(hosts, std::lcm(per_leaf, per_domain));
+  const std::int64_t complete = hosts / period;                                      // complete periods
   const double chunk = static_cast<double>(spec.bytes) / w;
-  struct Class {
-    std::vector<topo::LinkKind> kinds;
-    std::int64_t flows_from_rank0 = 0;
-    std::int64_t latency_ps = 0;
-  };
-  std::map<std::vector<topo::LinkKind>, Class> classes;
-  for (int dst = 1; dst < w; ++dst) {
-    std::vector<topo::LinkKind> kinds;
-    for (const auto l : message_route(t, 0, dst, spec.pxn)) kinds.push_back(t.link_kind(l));
-    Class& c = classes[kinds];
-    c.kinds = kinds;
-    ++c.flows_from_rank0;
-    c.latency_ps = message_latency_ps(t, 0, dst, spec.pxn);
+
+  // Host types: (partial period?, leaf group offset, domain offset or -1 for one-host domains).
+  std::map<std::array<std::int64_t, 3>, int> type_id;
+  std::vector<int> host_type(static_cast<std::size_t>(hosts));
+  std::vector<std::int64_t> type_hosts;  // hosts of the type in one instance (period)
+  std::vector<std::int64_t> type_first;  // a host of the type in the first instance it occurs in
+  for (std::int64_t h = 0; h < hosts; ++h) {
+    const std::int64_t p = h / period, offset = h % period;
+    const std::array<std::int64_t, 3> key{p >= complete ? 1 : 0, offset / per_leaf, per_domain == 1 ? -1 : offset / per_domain};
+    const auto [it, added] = type_id.emplace(key, static_cast<int>(type_hosts.size()));
+    if (added) {
+      type_hosts.push_back(0);
+      type_first.push_back(h);
+    }
+    if (p == 0 || p == complete) ++type_hosts[static_cast<std::size_t>(it->second)];
+    host_type[static_cast<std::size_t>(h)] = it->second;
   }
-  std::map<topo::LinkKind, std::int64_t> kind_count;
-  std::map<topo::LinkKind, double> kind_capacity;
+  const auto partial = [&](int type) { return type_first[static_cast<std::size_t>(type)] >= complete * period; };
+  const auto instances = [&](int type) { return partial(type) ? std::int64_t{1} : complete; };
+  // Link classes: (kind, type of the owner: its host's for a per-GPU link, its leaf group's first host's for a leaf link).
+  const auto link_class = [&](topo::LinkIndex l) {
+    const topo::LinkKind kind = t.link_kind(l);
+    const int owner = t.link_owner(l);
+    std::int64_t host = 0;
+    if (kind == topo::LinkKind::leaf_up || kind == topo::LinkKind::leaf_down) {
+      const int group = t.spec().layout == topo::Layout::rail ? owner / g : owner;
+      host = static_cast<std::int64_t>(group) * per_leaf;
+    } else {
+      host = t.host_of(owner);
+    }
+    return std::make_pair(static_cast<int>(kind), host_type[static_cast<std::size_t>(host)]);
+  };
+  std::map<std::pair<int, int>, std::int64_t> class_links;
+  std::map<std::pair<int, int>, double> class_capacity;
   for (std::size_t l = 0; l < t.link_count(); ++l) {
-    const auto kind = t.link_kind(static_cast<topo::LinkIndex>(l));
-    ++kind_count[kind];
-    kind_capacity[kind] = t.link_capacity_Bps(static_cast<topo::LinkIndex>(l));
+    const auto c = link_class(static_cast<topo::LinkIndex>(l));
+    ++class_links[c];
+    class_capacity[c] = t.link_capacity_Bps(static_cast<topo::LinkIndex>(l));
   }
   Engine engine;
-  std::map<topo::LinkKind, LinkId> kind_link;
-  for (const auto& [kind, capacity] : kind_capacity) kind_link[kind] = engine.add_link(capacity);
+  std::map<std::pair<int, int>, LinkId> solver_link;
+  for (const auto& [c, capacity] : class_capacity) solver_link[c] = engine.add_link(capacity);
 
-  std::size_t pending = classes.size();
-  for (const auto& [key, c] : classes) {
-    std::vector<LinkUse> route;
-    for (const auto kind : c.kinds) {
-      const double coeff = static_cast<double>(w) * static_cast<double>(c.flows_from_rank0) /
-                           static_cast<double>(kind_count[kind]);
-      route.push_back(LinkUse{kind_link[kind], coeff});
+  const int types = static_cast<int>(type_hosts.size());
+  std::size_t pending = 0;
+  std::uint64_t classes = 0;
+  std::vector<LinkUse> route;
+  std::map<std::pair<int, int>, int> crossings;
+  for (int ts = 0; ts < types; ++ts) {
+    for (int td = 0; td < types; ++td) {
+      const auto hs = static_cast<double>(type_hosts[static_cast<std::size_t>(ts)]);
+      const auto hd = static_cast<double>(type_hosts[static_cast<std::size_t>(td)]);
+      const std::int64_t src_host = type_first[static_cast<std::size_t>(ts)];
+      // (same host, same period) relations and their host-pair counts and destination hosts.
+      struct Relation {
+        bool same_host;
+        double pairs;
+        std::int64_t dst_host;
+      };
+      std::vector<Relation> relations;
+      const bool both_partial = partial(ts) && partial(td);
+      const bool same_kind = partial(ts) == partial(td);
+      // Hosts of type td in the source's period (its first) other than the source itself.
+      const auto other_in_period = [&]() -> std::int64_t {
+        const std::int64_t from = src_host / period * period, to = std::min(hosts, from + period);
+        for (std::int64_t h = from; h < to; ++h)
+          if (h != src_host && host_type[static_cast<std::size_t>(h)] == td) return h;
+        return -1;
+      };
+      const auto in_s = static_cast<double>(instances(ts)), in_d = static_cast<double>(instances(td));
+      const auto periods = static_cast<double>(complete);
+      if (ts == td && g > 1) relations.push_back({true, in_s * hs, src_host});
+      if (same_kind) {
+        const double n = in_s * (ts == td ? hs * (hs - 1) : hs * hd);
+        if (n > 0) relations.push_back({false, n, other_in_period()});
+      }
+      if (!both_partial) {
+        // Source and destination in different periods: complete x complete (ordered pairs of
+        // distinct periods), or one of them the partial period.
+        const double n = same_kind ? periods * (periods - 1) * hs * hd : in_s * in_d * hs * hd;
+        std::int64_t dst = -1;
+        if (n > 0) dst = same_kind ? type_first[static_cast<std::size_t>(td)] + period : type_first[static_cast<std::size_t>(td)];
+        if (n > 0) relations.push_back({false, n, dst});
+      }
+      for (const Relation& rel : relations) {
+        for (const bool same_local : {true, false}) {
+          if (rel.same_host && same_local) continue;  // the rank itself
+          if (!same_local && g == 1) continue;
+          const double flows = rel.pairs * (same_local ? g : static_cast<double>(g) * (g - 1));
+          if (!(flows > 0)) continue;
+          if (rel.dst_host < 0) throw std::logic_error("simulate_direct_by_classes: no representative destination");
+          const int src = static_cast<int>(src_host) * g;
+          const int dst = static_cast<int>(rel.dst_host) * g + (same_local ? 0 : 1);
+          crossings.clear();
+          for (const auto l : message_route(t, src, dst, spec.pxn)) ++crossings[link_class(l)];
+          route.clear();
+          for (const auto& [c, times] : crossings)
+            route.push_back(LinkUse{solver_link[c], flows * times / static_cast<double>(class_links[c])});
+          ++pending;
+          ++classes;
+          engine.start_flow(route, chunk, SimTime::ps(message_latency_ps(t, src, dst, spec.pxn)), [&pending] { --pending; });
+        }
+      }
     }
-    engine.start_flow(route, chunk, SimTime::ps(c.latency_ps), [&pending] { --pending; });
   }
   engine.run();
-  if (pending != 0) throw std::logic_error("simulate_symmetric_direct: classes left undelivered");
+  if (pending != 0) throw std::logic_error("simulate_direct_by_classes: classes left undelivered");
   CollectiveResult r;
   r.time = engine.now();
   r.used_symmetry = true;
-  r.solver_flows = engine.stats().flows_started;
+  r.solver_flows = classes;
   r.messages = static_cast<std::uint64_t>(w) * static_cast<std::uint64_t>(w - 1);
   return r;
 }
@@ -253,9 +337,7 @@ CollectiveResult simulate_collective(const topo::Topology& topology, const Colle
   validate_spec(spec, topology);
   const bool direct = spec.op == CollectiveOp::alltoall ||
                       (spec.op != CollectiveOp::sendrecv && spec.algorithm == Algorithm::direct);
-  if (mode == Mode::fast && direct && topology.ranks() > 1 && topology.symmetric()) {
-    return simulate_symmetric_direct(topology, spec);
-  }
+  if (mode == Mode::fast && direct && topology.ranks() > 1) return simulate_direct_by_classes(topology, spec);
   Engine engine;
   FabricNetwork net(engine, topology);
   bool done = false;

@@ -114,24 +114,12 @@ StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
   return f;
 }
 
-namespace {
-
-StepFabric without_latency(StepFabric f) {
-  f.nvlink_latency_us = 0;
-  f.nic_latency_us = 0;
-  return f;
-}
-
-}  // namespace
 
 FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
-                                             std::optional<double> alltoall_algbw_GBps, ModelOptions options,
-                                             int exact_limit_ranks)
+                                             std::optional<double> alltoall_algbw_GBps, ModelOptions options)
     : topology_(topo::shared_topology(spec, nodes, gpus_per_node)),
       closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
-      closed_form_no_latency_(without_latency(step_fabric(spec, nodes, gpus_per_node))),
-      model_(spec, nodes, gpus_per_node, options),
-      use_engine_(topology_->symmetric() || topology_->ranks() <= exact_limit_ranks) {}
+      model_(spec, nodes, gpus_per_node, options) {}
 
 std::pair<CollectiveOp, std::int64_t> FabricCollectiveTimer::model_call(const CollectiveRequest& r) const {
   switch (r.kind) {
@@ -153,16 +141,9 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
     a.choice = {"p2p", "measured", ""};
   } else {
     const auto [op, bytes] = model_call(r);
-    double us = 0;
-    if (op == CollectiveOp::alltoall && !use_engine_) {
-      us = model_.alltoall_time_us(bytes, static_cast<double>(closed_form_no_latency_.time_ns(r)) / 1e3);
-      a.choice = {"p2p", to_string(model_.alltoall_protocol(bytes)), ""};
-    } else {
-      const CollectiveCost c = model_.cost(op, bytes);
-      us = c.time_us;
-      a.choice = {c.algorithm, c.protocol, c.chosen_by};
-    }
-    a.ns = static_cast<DurationNs>(std::ceil(us * 1e3));  // round up: never early, as model_time_ns
+    const CollectiveCost c = model_.cost(op, bytes);
+    a.choice = {c.algorithm, c.protocol, c.chosen_by};
+    a.ns = model_time_ns(c);  // round up: never early
   }
   return cache_.emplace(key, std::move(a)).first->second;
 }

@@ -93,20 +93,17 @@ class SymmetricFabricTimer final : public CollectiveTimer {
 
 // The collective model (sim/collective_model.hpp), the same one `dionsim collective` prints:
 // each collective gets the algorithm and protocol NCCL would run and dionsim's time for it;
-// all-to-alls are grouped p2p whose transfer runs through the max-min DES on the topology
-// (symmetric fast mode). A fabric the fast path cannot use (leaves or NVLink domains of unequal
-// size) at more than `exact_limit_ranks` ranks takes the all-to-all's transfer from the closed
-// form above (its latency still the model's). `alltoall_algbw_GBps` pins all-to-alls as before.
+// all-to-alls are grouped p2p whose transfer runs through the max-min DES on the topology (fast
+// mode: flow classes, any shape, the same time `collective` prints). `alltoall_algbw_GBps` pins
+// all-to-alls as before.
 // FSDP's all-gathers / reduce-scatters in `whatif`'s forward/backward are priced here too: a ring
 // crosses the node's G NICs at once, as NCCL's does. Results are cached per (kind, bytes).
 class FabricCollectiveTimer final : public CollectiveTimer {
  public:
   FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
-                        std::optional<double> alltoall_algbw_GBps, ModelOptions options = {},
-                        int exact_limit_ranks = 256);
+                        std::optional<double> alltoall_algbw_GBps, ModelOptions options = {});
   [[nodiscard]] DurationNs time_ns(const CollectiveRequest& request) const override;
   [[nodiscard]] CollectiveChoice choice(const CollectiveRequest& request) const override;
-  [[nodiscard]] bool uses_engine() const { return use_engine_; }
   [[nodiscard]] const CollectiveModel& model() const { return model_; }
   // The model's call for a request: the op and the nccl-tests size.
   [[nodiscard]] std::pair<CollectiveOp, std::int64_t> model_call(const CollectiveRequest& request) const;
@@ -119,9 +116,7 @@ class FabricCollectiveTimer final : public CollectiveTimer {
   const Answer& answer(const CollectiveRequest& request) const;
   std::shared_ptr<const topo::Topology> topology_;  // shared_topology(): built once per fabric and size
   SymmetricFabricTimer closed_form_;
-  SymmetricFabricTimer closed_form_no_latency_;
   CollectiveModel model_;
-  bool use_engine_ = true;
   mutable std::map<std::pair<int, std::int64_t>, Answer> cache_;
 };
 

@@ -74,7 +74,16 @@ std::string describe(const FabricSpec& s) {
 
 FabricSpec with_gpus_per_host(FabricSpec spec, int gpus_per_host) {
   if (gpus_per_host < 1) throw_bad_usage("--gpus-per-node", std::to_string(gpus_per_host), "an integer >= 1");
-  if (spec.gpus_per_nvlink_domain == spec.gpus_per_host) spec.gpus_per_nvlink_domain = gpus_per_host;
+  if (gpus_per_host == spec.gpus_per_host) return spec;  // as described (validate() judges it)
+  if (spec.gpus_per_nvlink_domain == spec.gpus_per_host) {
+    spec.gpus_per_nvlink_domain = gpus_per_host;
+  } else {
+    // A domain spanning hosts (NVL72) holds whole hosts: 16-GPU hosts fill 64 of a rack's 72.
+    spec.gpus_per_nvlink_domain = std::max(gpus_per_host, spec.gpus_per_nvlink_domain / gpus_per_host * gpus_per_host);
+  }
+  // A node-layout leaf's GPU ports take whole hosts: 32 ports hold ten 3-GPU hosts.
+  if (spec.layout == Layout::node && spec.leaf_radix % gpus_per_host != 0)
+    spec.leaf_radix = std::max(gpus_per_host, spec.leaf_radix / gpus_per_host * gpus_per_host);
   spec.gpus_per_host = gpus_per_host;
   return spec;
 }
@@ -136,14 +145,14 @@ Topology::Topology(const FabricSpec& spec, int hosts) : spec_(spec), hosts_(host
   const double nic = spec.nic_GBps * 1e9 * spec.nic_efficiency;
   const double uplink = nic * spec.leaf_radix / spec.oversubscription;
   for (int r = 0; r < w; ++r) {
-    nvlink_up_.push_back(add_link(r, switch_v(domain_of(r)), LinkKind::nvlink_up, nvlink));
-    nvlink_down_.push_back(add_link(switch_v(domain_of(r)), r, LinkKind::nvlink_down, nvlink));
-    nic_up_.push_back(add_link(r, leaf_v(leaf_of(r)), LinkKind::nic_up, nic));
-    nic_down_.push_back(add_link(leaf_v(leaf_of(r)), r, LinkKind::nic_down, nic));
+    nvlink_up_.push_back(add_link(r, switch_v(domain_of(r)), LinkKind::nvlink_up, nvlink, r));
+    nvlink_down_.push_back(add_link(switch_v(domain_of(r)), r, LinkKind::nvlink_down, nvlink, r));
+    nic_up_.push_back(add_link(r, leaf_v(leaf_of(r)), LinkKind::nic_up, nic, r));
+    nic_down_.push_back(add_link(leaf_v(leaf_of(r)), r, LinkKind::nic_down, nic, r));
   }
   for (int l = 0; l < leaves_; ++l) {
-    leaf_up_.push_back(add_link(leaf_v(l), spine, LinkKind::leaf_up, uplink));
-    leaf_down_.push_back(add_link(spine, leaf_v(l), LinkKind::leaf_down, uplink));
+    leaf_up_.push_back(add_link(leaf_v(l), spine, LinkKind::leaf_up, uplink, l));
+    leaf_down_.push_back(add_link(spine, leaf_v(l), LinkKind::leaf_down, uplink, l));
   }
 }
 
@@ -176,10 +185,11 @@ int Topology::domain_size_of(int rank) const {
   return std::min(spec_.gpus_per_nvlink_domain, ranks() - d * spec_.gpus_per_nvlink_domain);
 }
 
-LinkIndex Topology::add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps) {
+LinkIndex Topology::add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps, int owner) {
   const EdgeProps props{kind, capacity_Bps, static_cast<std::uint32_t>(links_.size())};
   boost::add_edge(from, to, props, graph_);
   links_.push_back(props);
+  link_owner_.push_back(owner);
   return props.id;
 }
 

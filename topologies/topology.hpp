@@ -65,7 +65,9 @@ struct FabricSpec {
 
 // The spec with hosts of `gpus_per_host` GPUs (e.g. 2 GPUs of an 8-GPU node in use, or a
 // --gpus-per-node flag): where the NVLink domain is the host (HGX), it shrinks with it; a
-// multi-host domain (NVL72) keeps its size. Validated by validate().
+// multi-host domain (NVL72) keeps its size, less what does not make a whole host (16-GPU hosts:
+// 64 of 72); a node-layout leaf keeps the GPU ports whole hosts fill (32 ports: ten 3-GPU
+// hosts). Validated by validate().
 [[nodiscard]] FabricSpec with_gpus_per_host(FabricSpec spec, int gpus_per_host);
 
 // Names of the built-in presets, and the preset itself (throws UsageError for an unknown one,
@@ -137,6 +139,8 @@ class Topology {
   [[nodiscard]] std::size_t link_count() const { return links_.size(); }
   [[nodiscard]] LinkKind link_kind(LinkIndex l) const { return links_[l].kind; }
   [[nodiscard]] double link_capacity_Bps(LinkIndex l) const { return links_[l].capacity_Bps; }
+  // The rank a per-GPU link (NVLink or NIC, up or down) belongs to, the leaf of a leaf link.
+  [[nodiscard]] int link_owner(LinkIndex l) const { return link_owner_[l]; }
 
   // Links from src to dst in order (empty for src == dst: a local copy), at most four: NVLink
   // up/down inside a domain, else NIC up, [leaf up, leaf down,] NIC down.
@@ -154,7 +158,7 @@ class Topology {
   void write_dot(std::ostream& out) const;
 
  private:
-  LinkIndex add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps);
+  LinkIndex add_link(std::size_t from, std::size_t to, LinkKind kind, double capacity_Bps, int owner);
 
   FabricSpec spec_;
   int hosts_ = 0;
@@ -163,6 +167,7 @@ class Topology {
   int leaves_ = 0;
   Graph graph_;
   std::vector<EdgeProps> links_;  // by id
+  std::vector<int> link_owner_;   // by id: rank or leaf
   std::vector<LinkIndex> nvlink_up_, nvlink_down_, nic_up_, nic_down_;  // by rank
   std::vector<LinkIndex> leaf_up_, leaf_down_;                          // by leaf
 };

@@ -235,6 +235,18 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     auto& model = models[key];
     if (!model) model = std::make_unique<CollectiveModel>(spec, nodes, row.gpus_per_node, options);
     p.nvlink_domains = model->shape().nodes;
+    // An env whose NCCL_ALGO / NCCL_PROTO leave NCCL nothing it enables here (NVLS across NVLink
+    // domains runs only with CollNet; a tree all-gather never): NCCL refuses such a call, or ran
+    // one the model does not price. Reported, not fatal to the other rows.
+    if (op != CollectiveOp::alltoall && model->ranks() > 1 && row.size_bytes > 0 &&
+        !model->nccl().choose(sim::to_nccl(op), row.size_bytes, nccl.forced)) {
+      p.skipped = "its env's NCCL_ALGO / NCCL_PROTO ('" + env_value(row.env, "NCCL_ALGO") + "' / '" +
+                  env_value(row.env, "NCCL_PROTO") + "') leave no algorithm NCCL runs without CollNet for " +
+                  row.collective + " on " + std::to_string(model->shape().nodes) + " x " +
+                  std::to_string(model->shape().ranks_per_node) + " ranks";
+      out.push_back(std::move(p));
+      continue;
+    }
     const CollectiveCost c = model->cost(op, row.size_bytes, nccl.forced, Mode::fast);
     p.algorithm = c.algorithm;
     p.protocol = c.protocol;

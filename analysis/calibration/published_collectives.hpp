@@ -57,7 +57,7 @@ struct RowPrediction {
   std::string preset;
   std::optional<double> stated_nic_GBps;  // per GPU, where the row states its NIC (replaces the preset's)
   int nvlink_domains = 0;  // NCCL's node count: the NVLink domains the row's ranks span (1 = no network)
-  std::string skipped;  // why the row is not predicted (CollNet / SHARP); empty when predicted
+  std::string skipped;  // why the row is not predicted (CollNet / SHARP, no preset, an env NCCL refuses); empty when predicted
   std::string algorithm, protocol;
   std::string chosen_by;  // "nccl" or the preset's tuner plugin (CollectiveCost::chosen_by); empty for all-to-all
   double dionsim_us = 0;

@@ -1,5 +1,7 @@
 // Collectives as flows: closed forms from the issue, the symmetric fast path against the exact
 // per-flow path, and bad specs.
+#include <random>
+#include <tuple>
 #include <catch2/catch.hpp>
 #include <tuple>
 
@@ -166,13 +168,63 @@ TEST_CASE("fast (symmetry classes) == exact (one flow per message)", "[collectiv
   }
 }
 
-TEST_CASE("asymmetric fabrics fall back to the exact path", "[collective]") {
-  const Topology t(fabric(450, 50, 1, Layout::rail, 2), 3, 2);  // leaves with 2 and 1 nodes
-  REQUIRE_FALSE(t.symmetric());
-  const auto fast = simulate_collective(t, a2a(1 << 20), Mode::fast);
-  const auto exact = simulate_collective(t, a2a(1 << 20), Mode::exact);
-  CHECK_FALSE(fast.used_symmetry);
-  CHECK(fast.time == exact.time);
+TEST_CASE("fast == exact on fabrics of unequal parts: partial leaves, partial and misaligned NVLink domains",
+          "[collective]") {
+  // Flow classes by host type (cell of leaf group x NVLink domain within a period of whole leaf
+  // groups and whole domains): exact wherever the fabric's parts differ. Random shapes of up to
+  // ~400 ranks (the exact path's one flow per message stays quick), every layout, NVL72-style
+  // domains spanning hosts and misaligned with the leaves, oversubscription, PXN on and off.
+  std::mt19937_64 rng(20261206);
+  const auto pick = [&](std::initializer_list<int> v) { return *(v.begin() + rng() % v.size()); };
+  int asymmetric = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    FabricSpec f = fabric(pick({100, 450, 900}), pick({25, 50, 100}), 2, trial % 2 ? Layout::rail : Layout::node,
+                          pick({2, 3, 4, 8, 12}), pick({1, 1, 2, 3}));
+    f.nic_latency_us = 9;
+    const int g = pick({1, 2, 3, 4});
+    if (f.layout == Layout::node) f.leaf_radix = g * pick({1, 2, 3, 5});
+    f.gpus_per_host = g;
+    f.gpus_per_nvlink_domain = g * pick({1, 1, 2, 3, 5, 7});
+    const int hosts = pick({2, 3, 5, 7, 11, 13, 17, 24, 29, 31});
+    const Topology t(f, hosts);
+    asymmetric += !t.symmetric();
+    for (const bool pxn : {true, false}) {
+      for (const auto op : {CollectiveOp::alltoall, CollectiveOp::allgather}) {
+        CollectiveSpec c;
+        c.op = op;
+        c.algorithm = Algorithm::direct;
+        c.bytes = 96LL << 20;
+        c.pxn = pxn;
+        const auto fast = simulate_collective(t, c, Mode::fast);
+        const auto exact = simulate_collective(t, c, Mode::exact);
+        INFO(hosts << " hosts x " << g << ", domain " << f.gpus_per_nvlink_domain << ", " << to_string(f.layout)
+                   << " radix " << f.leaf_radix << " R=" << f.oversubscription << " pxn " << pxn << " " << to_string(op));
+        CHECK(fast.used_symmetry);
+        CHECK(fast.messages == exact.messages);
+        CHECK(fast.time.to_s() == Approx(exact.time.to_s()).epsilon(1e-9));
+      }
+    }
+  }
+  CHECK(asymmetric >= 30);  // the sweep is mostly of unequal parts
+}
+
+TEST_CASE("fast path: 8000 ranks of unequal leaves and 2047 NVL72 trays, few classes", "[collective]") {
+  // 1000 H100 hosts on 32-host rail leaves (the last holds 8) and 2047 trays of 4 in 72-GPU
+  // domains misaligned with 32-host leaves: the exact path would hold 64 M and 67 M flows.
+  FabricSpec hgx = fabric(450, 50, 2, Layout::rail, 32);
+  hgx.gpus_per_host = hgx.gpus_per_nvlink_domain = 8;
+  FabricSpec nvl = fabric(900, 50, 2, Layout::rail, 32);
+  nvl.gpus_per_host = 4;
+  nvl.gpus_per_nvlink_domain = 72;
+  for (const auto& [spec, hosts, most] : {std::tuple{hgx, 1000, 24u}, std::tuple{nvl, 2047, 20000u}}) {
+    const Topology t(spec, hosts);
+    REQUIRE_FALSE(t.symmetric());
+    const auto r = simulate_collective(t, a2a(1LL << 30), Mode::fast);
+    CHECK(r.used_symmetry);
+    CHECK(r.solver_flows <= most);
+    // Every GPU sends (w - 1) / w of 1 GiB, at least through its NVLink or NIC: a floor.
+    CHECK(r.time.to_s() > (1LL << 30) * (t.ranks() - 1.0) / t.ranks() / (900e9 + 50e9));
+  }
 }
 
 TEST_CASE("collectives on a shared engine contend with other traffic", "[collective]") {
