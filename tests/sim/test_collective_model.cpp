@@ -935,12 +935,15 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
       std::filesystem::temp_directory_path() / ("dionsim_collective_test." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "bad_published.csv").string();
-  {
+  // The header and one H100 row with this date, collective and time.
+  const auto write_row = [&](const std::string& date, const std::string& collective, const std::string& time_us) {
     std::ofstream out(path);
     out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
            "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
-        << "s,d,H100,8,2,16,nv,ib,2.28,,allgather,float,out-of-place,1024,256,-3,1,1,\n";
-  }
+        << "s," << date << ",H100,8,2,16,nv,ib,2.28,," << collective << ",float,out-of-place,1024,256," << time_us
+        << ",1,1,\n";
+  };
+  write_row("d", "allgather", "-3");
   try {
     (void)read_published_rows(path);
     FAIL("no error");
@@ -949,12 +952,7 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
   }
   // A date that is none of the source's forms (the fuzzer's '2024-07-nan' was accepted).
   for (const char* date : {"2024-07-nan", "2024-13", "24", "2026-2025", "2024-07-32"}) {
-    {
-      std::ofstream out(path);
-      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
-             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
-          << "s," << date << ",H100,8,2,16,nv,ib,2.28,,allgather,float,out-of-place,1024,256,3,1,1,\n";
-    }
+    write_row(date, "allgather", "3");
     INFO(date);
     CHECK_THROWS_WITH(read_published_rows(path), Catch::Contains(path + ":2: date: got '" + date + "'"));
   }
@@ -962,32 +960,17 @@ TEST_CASE("validate-collectives: a malformed CSV names the line and field", "[co
   for (const auto& [name, canonical] : std::vector<std::pair<std::string, std::string>>{
            {"all_reduce", "allreduce"}, {"AllReduce", "allreduce"}, {"all_gather_perf", "allgather"},
            {"reduce-scatter", "reducescatter"}, {"all_to_all", "alltoall"}, {"alltoall_perf", "alltoall"}}) {
-    {
-      std::ofstream out(path);
-      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
-             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
-          << "s,2024,H100,8,2,16,nv,ib,2.28,," << name << ",float,out-of-place,1024,256,3,1,1,\n";
-    }
+    write_row("2024", name, "3");
     INFO(name);
     CHECK(read_published_rows(path).at(0).collective == canonical);
   }
   for (const char* name : {"broadcast", "all", "perf", "sendrecv"}) {
-    {
-      std::ofstream out(path);
-      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
-             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
-          << "s,2024,H100,8,2,16,nv,ib,2.28,," << name << ",float,out-of-place,1024,256,3,1,1,\n";
-    }
+    write_row("2024", name, "3");
     INFO(name);
     CHECK_THROWS_WITH(read_published_rows(path), Catch::Contains(path + ":2: collective: got '" + name + "'"));
   }
   for (const char* date : {"2024", "2024-07", "2024-07-19", "2024-2026"}) {
-    {
-      std::ofstream out(path);
-      out << "source,date,gpu,gpus_per_node,nodes,world,intra_fabric,nic,nccl_version,env,collective,dtype,placement,"
-             "size_bytes,count,time_us,algbw_GBps,busbw_GBps,notes\n"
-          << "s," << date << ",H100,8,2,16,nv,ib,2.28,,allgather,float,out-of-place,1024,256,3,1,1,\n";
-    }
+    write_row(date, "allgather", "3");
     INFO(date);
     CHECK(read_published_rows(path).size() == 1);
   }
