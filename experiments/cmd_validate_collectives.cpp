@@ -204,19 +204,30 @@ int run_validate_collectives(std::span<const std::string> args) {
   }
   // Why rows went unpredicted: CollNet/SHARP (out of scope), GPUs no preset describes (named),
   // an env whose NCCL_ALGO / NCCL_PROTO NCCL would refuse.
-  int collnet = 0, refused = 0;
-  std::set<std::string> unmapped;
+  int collnet = 0, refused = 0, unmapped_rows = 0;
+  std::set<std::string> unmapped, other_tests;
   for (const auto& p : predictions) {
     if (p.skipped.empty()) continue;
-    if (p.preset.empty()) unmapped.insert(p.row->gpu);
-    else if (p.skipped.starts_with("CollNet")) ++collnet;
-    else ++refused;
+    if (p.preset.empty()) {
+      unmapped.insert(p.row->gpu);
+      ++unmapped_rows;
+    } else if (p.skipped.starts_with("CollNet")) {
+      ++collnet;
+    } else if (p.skipped.starts_with("not modelled")) {
+      other_tests.insert(p.row->collective);
+    } else {
+      ++refused;
+    }
   }
   std::string why = std::to_string(collnet) + " CollNet/SHARP";
   if (refused > 0) why += ", " + std::to_string(refused) + " whose NCCL_ALGO/NCCL_PROTO leave NCCL nothing to run";
   if (!unmapped.empty()) {
-    why += ", " + std::to_string(skipped - collnet - refused) + " with no fabric preset for GPU";
+    why += ", " + std::to_string(unmapped_rows) + " with no fabric preset for GPU";
     for (const auto& g : unmapped) why += " '" + g + "'";
+  }
+  if (!other_tests.empty()) {
+    why += ", " + std::to_string(skipped - collnet - refused - unmapped_rows) + " of tests not modelled:";
+    for (const auto& t : other_tests) why += " " + t;
   }
   std::printf("# %zu rows, %d skipped (%s); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
               predictions.size(), skipped, why.c_str());

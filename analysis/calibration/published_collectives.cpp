@@ -156,11 +156,17 @@ bool within_goal(SizeRegime r, double ratio) {
 namespace {
 
 
+bool is_modelled(const PublishedRow& row) {
+  return row.collective == "allgather" || row.collective == "reducescatter" || row.collective == "allreduce" ||
+         row.collective == "alltoall";
+}
+
 CollectiveOp op_of(const PublishedRow& row) {
   if (row.collective == "allgather") return CollectiveOp::allgather;
   if (row.collective == "reducescatter") return CollectiveOp::reducescatter;
   if (row.collective == "allreduce") return CollectiveOp::allreduce;
-  return CollectiveOp::alltoall;
+  if (row.collective == "alltoall") return CollectiveOp::alltoall;
+  throw std::logic_error("op_of: '" + row.collective + "' is no collective the model prices");
 }
 
 
@@ -202,6 +208,12 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
       continue;
     }
     p.preset = *preset;
+    if (!is_modelled(row)) {
+      p.skipped = "not modelled: " + row.collective +
+                  " (dionsim prices all-gather, reduce-scatter, all-reduce and all-to-all)";
+      out.push_back(std::move(p));
+      continue;
+    }
     // CollNet/SHARP rows are out of scope (issue 16): those whose NCCL_ALGO names CollNet for the
     // row's collective (any, for an all-to-all) or that set NCCL_COLLNET_ENABLE=1, and those whose
     // source shows SHARP at work (its log's SHARP trees: NCCL ran CollNet without an env forcing
