@@ -150,8 +150,29 @@ int run_validate_collectives(std::span<const std::string> args) {
   int skipped = 0;
   for (const auto& p : predictions) skipped += !p.skipped.empty();
 
+  // Why rows went unpredicted: CollNet/SHARP (out of scope), GPUs no preset describes (named),
+  // an env whose NCCL_ALGO / NCCL_PROTO NCCL would refuse, nccl-tests' tests the model does not price.
+  int collnet = 0, refused = 0, unmapped_rows = 0, other_rows = 0;
+  std::set<std::string> unmapped, other_tests;
+  for (const auto& p : predictions) {
+    if (p.skipped.empty()) continue;
+    if (p.preset.empty()) {
+      unmapped.insert(p.row->gpu);
+      ++unmapped_rows;
+    } else if (p.skipped.starts_with("CollNet")) {
+      ++collnet;
+    } else if (p.skipped.starts_with("not modelled")) {
+      other_tests.insert(p.row->collective);
+      ++other_rows;
+    } else {
+      ++refused;
+    }
+  }
   if (cmd.common().machine()) {
     nlohmann::json out = {{"rows", nlohmann::json::array()}, {"regimes", nlohmann::json::array()}, {"skipped", skipped}};
+    out["skipped_by_reason"] = {{"collnet_sharp", collnet}, {"env_refused_by_nccl", refused},
+                                {"no_fabric_preset", unmapped_rows}, {"not_modelled", other_rows},
+                                {"gpus_without_preset", unmapped}, {"tests_not_modelled", other_tests}};
     for (const auto& p : predictions) {
       nlohmann::json j = {{"line", p.row->line}, {"gpu", p.row->gpu}, {"preset", p.preset},
                           {"collective", p.row->collective}, {"nodes", p.row->nodes},
@@ -202,23 +223,6 @@ int run_validate_collectives(std::span<const std::string> args) {
                   p.protocol.c_str(), by.c_str());
     }
   }
-  // Why rows went unpredicted: CollNet/SHARP (out of scope), GPUs no preset describes (named),
-  // an env whose NCCL_ALGO / NCCL_PROTO NCCL would refuse.
-  int collnet = 0, refused = 0, unmapped_rows = 0;
-  std::set<std::string> unmapped, other_tests;
-  for (const auto& p : predictions) {
-    if (p.skipped.empty()) continue;
-    if (p.preset.empty()) {
-      unmapped.insert(p.row->gpu);
-      ++unmapped_rows;
-    } else if (p.skipped.starts_with("CollNet")) {
-      ++collnet;
-    } else if (p.skipped.starts_with("not modelled")) {
-      other_tests.insert(p.row->collective);
-    } else {
-      ++refused;
-    }
-  }
   std::string why = std::to_string(collnet) + " CollNet/SHARP";
   if (refused > 0) why += ", " + std::to_string(refused) + " whose NCCL_ALGO/NCCL_PROTO leave NCCL nothing to run";
   if (!unmapped.empty()) {
@@ -226,7 +230,7 @@ int run_validate_collectives(std::span<const std::string> args) {
     for (const auto& g : unmapped) why += " '" + g + "'";
   }
   if (!other_tests.empty()) {
-    why += ", " + std::to_string(skipped - collnet - refused - unmapped_rows) + " of tests not modelled:";
+    why += ", " + std::to_string(other_rows) + " of tests not modelled:";
     for (const auto& t : other_tests) why += " " + t;
   }
   std::printf("# %zu rows, %d skipped (%s); goal: latency within x1.5, middle 25 %%, bandwidth 10 %%\n",
