@@ -89,6 +89,10 @@ NcclFunc to_nccl(CollectiveOp op) {
   }
 }
 
+bool names_collnet(const NcclChoice& choice, CollectiveOp op) {
+  return op == CollectiveOp::alltoall ? choice.names_collnet() : choice.of(to_nccl(op)).names_collnet;
+}
+
 CommShape comm_shape(const topo::FabricSpec& fabric, int nodes, int gpus_per_node) {
   const topo::FabricSpec spec = topo::with_gpus_per_host(fabric, gpus_per_node);
   const int world = nodes * gpus_per_node;

@@ -123,6 +123,9 @@ class CollectiveModel {
 };
 
 [[nodiscard]] NcclFunc to_nccl(CollectiveOp op);  // throws std::invalid_argument for all-to-all / p2p
+// Whether NCCL_ALGO names a CollNet algorithm for `op` (CollNet/SHARP: not priced). NCCL_ALGO
+// governs no all-to-all, so for one any function's entry counts.
+[[nodiscard]] bool names_collnet(const NcclChoice& choice, CollectiveOp op);
 
 // NCCL's per-link NVLink rate over the nominal (topo.h): the achievable fraction of nvlink_GBps.
 [[nodiscard]] double nccl_nvlink_fraction(GpuArch arch);

@@ -117,14 +117,14 @@ StepFabric step_fabric(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
 
 FabricCollectiveTimer::FabricCollectiveTimer(const topo::FabricSpec& spec, int nodes, int gpus_per_node,
                                              std::optional<double> alltoall_algbw_GBps, ModelOptions options)
-    : topology_(topo::shared_topology(spec, nodes, gpus_per_node)),
+    : world_(static_cast<std::int64_t>(nodes) * gpus_per_node),
       closed_form_(step_fabric(spec, nodes, gpus_per_node, alltoall_algbw_GBps)),
       model_(spec, nodes, gpus_per_node, options) {}
 
 std::pair<CollectiveOp, std::int64_t> FabricCollectiveTimer::model_call(const CollectiveRequest& r) const {
   switch (r.kind) {
     case StepCollective::all_to_all: return {CollectiveOp::alltoall, r.bytes_sent};  // sent per rank, self-chunk included
-    case StepCollective::all_gather: return {CollectiveOp::allgather, r.bytes_sent * topology_->ranks()};  // the output
+    case StepCollective::all_gather: return {CollectiveOp::allgather, r.bytes_sent * world_};  // the output
     case StepCollective::reduce_scatter: return {CollectiveOp::reducescatter, r.bytes_sent};  // the input
   }
   return {CollectiveOp::alltoall, r.bytes_sent};
@@ -134,7 +134,7 @@ const FabricCollectiveTimer::Answer& FabricCollectiveTimer::answer(const Collect
   const auto key = std::make_pair(static_cast<int>(r.kind), r.bytes_sent);
   if (const auto it = cache_.find(key); it != cache_.end()) return it->second;
   Answer a;
-  if (topology_->ranks() <= 1 || r.bytes_sent <= 0) {
+  if (world_ <= 1 || r.bytes_sent <= 0) {
     a.ns = 0;
   } else if (r.kind == StepCollective::all_to_all && closed_form_.fabric().alltoall_algbw_GBps) {
     a.ns = closed_form_.time_ns(r);  // pinned to the measured algbw

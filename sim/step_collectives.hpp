@@ -114,7 +114,7 @@ class FabricCollectiveTimer final : public CollectiveTimer {
     CollectiveChoice choice;
   };
   const Answer& answer(const CollectiveRequest& request) const;
-  std::shared_ptr<const topo::Topology> topology_;  // shared_topology(): built once per fabric and size
+  std::int64_t world_ = 0;  // ranks: nodes x GPUs per node
   SymmetricFabricTimer closed_form_;
   CollectiveModel model_;
   mutable std::map<std::pair<int, std::int64_t>, Answer> cache_;

@@ -58,10 +58,7 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
           return it == run.env.end() ? std::string{} : it->second;
         },
         where);
-    const bool names_collnet = op->second == sim::CollectiveOp::alltoall
-                                   ? nccl.forced.names_collnet()
-                                   : nccl.forced.of(sim::to_nccl(op->second)).names_collnet;
-    if (names_collnet) {
+    if (sim::names_collnet(nccl.forced, op->second)) {
       throw_bad_input(where, "NCCL_ALGO", run.env.at("NCCL_ALGO"),
                       "no CollNet algorithm: CollNet (SHARP) runs are not modelled, drop this log");
     }

@@ -220,9 +220,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     // it, so the measured time is of an algorithm the model does not price).
     const sim::NcclEnv nccl = nccl_env_of(row);
     const CollectiveOp op = op_of(row);
-    const bool names_collnet = op == CollectiveOp::alltoall ? nccl.forced.names_collnet()
-                                                            : nccl.forced.of(sim::to_nccl(op)).names_collnet;
-    if (names_collnet || env_value(row.env, "NCCL_COLLNET_ENABLE") == "1") {
+    if (sim::names_collnet(nccl.forced, op) || env_value(row.env, "NCCL_COLLNET_ENABLE") == "1") {
       p.skipped = "CollNet/SHARP (out of scope)";
       out.push_back(std::move(p));
       continue;
