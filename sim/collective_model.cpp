@@ -332,10 +332,6 @@ NcclProto CollectiveModel::alltoall_protocol(std::int64_t bytes) const {
   return shape_.nodes > 1 ? NcclProto::simple : alltoall_nvlink_protocol(bytes);
 }
 
-double CollectiveModel::alltoall_time_us(std::int64_t bytes, double transfer_us) const {
-  return alltoall_latency_us(bytes) + alltoall_fill_us(bytes) + std::max(transfer_us, alltoall_protocol_floor_us(bytes));
-}
-
 double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
   // Across NVLink domains the network carries the all-to-all and the NVLink copies hide behind it.
   if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
@@ -425,11 +421,11 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     c.algorithm = "p2p";
     c.protocol = to_string(alltoall_protocol(bytes));
     c.latency_us = alltoall_latency_us(bytes);
-    const double des = alltoall_transfer_us(bytes, mode);
-    const double transfer = std::max(des, alltoall_protocol_floor_us(bytes));
+    // The transfer is the DES's, or the protocol's own floor where that is slower (LL).
+    const double transfer = std::max(alltoall_transfer_us(bytes, mode), alltoall_protocol_floor_us(bytes));
     c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
     c.pipeline_fill_us = alltoall_fill_us(bytes);
-    c.time_us = alltoall_time_us(bytes, des);
+    c.time_us = c.latency_us + c.pipeline_fill_us + transfer;
     return c;
   }
   if (op == CollectiveOp::sendrecv) {

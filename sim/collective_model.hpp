@@ -96,9 +96,6 @@ class CollectiveModel {
   // the all-to-all's transfer is the larger of this and the DES's.
   [[nodiscard]] double alltoall_protocol_floor_us(std::int64_t bytes) const;
   [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
-  // The all-to-all's time from its DES (or closed-form) transfer: latency + fill + the larger of
-  // that transfer and the protocol's floor. `cost` and whatif's step timer both compose it here.
-  [[nodiscard]] double alltoall_time_us(std::int64_t bytes, double transfer_us) const;
 
  private:
   // The protocol of the sends to NVLink peers: LL up to nccl_p2p_ll_threshold_bytes per peer.
