@@ -71,6 +71,9 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
   if (name.empty()) name = std::filesystem::path(files.front()).filename().string();
   const auto fit = analysis::fit_collective_model(fabric, samples);
   for (const auto& p : fit.unconstrained) log(common, p + ": not constrained by the logs; the preset's value is kept");
+  for (const auto& p : fit.undetermined)
+    log(common, p + ": not determined by the logs (within 2 standard errors of the preset's value, or moved only "
+                    "together with another parameter); the preset's value is kept");
   for (const auto& p : fit.at_bound) log(common, p + ": ended on a bound of its range (its stderr is not meaningful)");
   auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
   if (!nccl_versions.empty()) {

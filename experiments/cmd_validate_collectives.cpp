@@ -1,5 +1,6 @@
-// dionsim validate-collectives: every row of the published nccl-tests CSV predicted from the
-// cluster's nominal description (analysis/calibration/published_collectives.hpp), with the error per row and per
+// dionsim validate-collectives: every row of the published nccl-tests CSV — or of a user's own
+// nccl-tests logs on the fabric preset they name — predicted from the cluster's nominal
+// description (analysis/calibration/published_collectives.hpp), with the error per row and per
 // size regime beside NCCL's own tuning model (all-to-all: the old closed form). Nothing is fitted.
 #include <cmath>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.hpp"
+#include "common/parse.hpp"
+#include "topologies/topology.hpp"
 #include "experiments/cli.hpp"
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/calibration/published_collectives.hpp"
@@ -113,14 +116,21 @@ int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolati
 }  // namespace
 
 int run_validate_collectives(std::span<const std::string> args) {
-  Command cmd("validate-collectives", "[--published FILE] [--rows] [--mapping] [--calibration CALIB.json | --extrapolate] [--json | --csv]",
+  Command cmd("validate-collectives",
+              "[--published FILE | --nccl-tests LOG[,LOG…] --fabric F] [--rows] [--mapping] [--calibration CALIB.json | "
+              "--extrapolate] [--json | --csv]",
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
-              "own tuning model (all-to-all: the closed form max(intra, inter) + latency).");
+              "own tuning model (all-to-all: the closed form max(intra, inter) + latency). With --nccl-tests: the "
+              "rows of your own cluster's nccl-tests logs on the fabric preset you name.");
   cmd.options().add_options()
       ("published", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
        "published rows (measurements.csv columns; --csv is the output format)")
+      ("nccl-tests", po::value<std::string>()->value_name("LOG[,LOG…]"),
+       "instead of --published: nccl-tests logs of your cluster (shape, GPU, NCCL version and NCCL_DEBUG=INFO's "
+       "variables from each log; both placements), predicted on --fabric")
+      ("fabric", po::value<std::string>()->value_name("F"), "with --nccl-tests: the fabric preset the logs ran on")
       ("rows", "print every row's prediction")
       ("calibration", po::value<std::string>()->value_name("CALIB.json"),
        "apply a `calibrate --nccl-tests` calibration to every preset (rows it was fitted to are no longer predictions)")
@@ -139,7 +149,21 @@ int run_validate_collectives(std::span<const std::string> args) {
   }
   if (cmd.has("extrapolate") && cmd.has("calibration"))
     throw_bad_usage("--extrapolate", "with --calibration", "one of them: --extrapolate fits each cluster's own calibration");
-  const auto rows = analysis::read_published_rows(vm["published"].as<std::string>());
+  if (cmd.has("nccl-tests") != cmd.has("fabric"))
+    throw UsageError("validate-collectives: --nccl-tests LOG[,LOG…] and --fabric F go together");
+  std::vector<analysis::PublishedRow> rows;
+  if (cmd.has("nccl-tests")) {
+    if (!vm["published"].defaulted())
+      throw_bad_usage("--published", vm["published"].as<std::string>(), "no --published with --nccl-tests: one set of rows");
+    const std::string fabric = vm["fabric"].as<std::string>();
+    const std::string preset = topo::preset(fabric, "--fabric").name;  // refused by name before any log is read
+    for (const auto& log : split_list(vm["nccl-tests"].as<std::string>(), "--nccl-tests")) {
+      auto more = analysis::rows_from_nccl_tests(analysis::read_nccl_tests_output(log), log, preset);
+      rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+  } else {
+    rows = analysis::read_published_rows(vm["published"].as<std::string>());
+  }
   std::optional<analysis::Calibration> calibration;
   if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);

@@ -138,7 +138,6 @@ CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const st
   for (int k = 0; k < kParams; ++k) {
     if (j0.col(k).norm() > 1e-9) {
       free.push_back(k);
-      fit.fitted.push_back(kNames[k]);
     } else {
       fit.unconstrained.push_back(kNames[k]);
     }
@@ -148,42 +147,79 @@ CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const st
     throw InputError("nccl-tests: " + std::to_string(fit.rows) + " rows cannot fit " + std::to_string(free.size()) +
                      " parameters (give more sizes or more collectives)");
   }
-  const auto embed = [&](const Eigen::VectorXd& sub) {
-    Eigen::VectorXd full = theta0;
-    for (std::size_t i = 0; i < free.size(); ++i) full[free[i]] = sub[static_cast<Eigen::Index>(i)];
-    return full;
-  };
-  const auto n_free = static_cast<Eigen::Index>(free.size());
-  Eigen::VectorXd sub_start(n_free), sub_lower(n_free), sub_upper(n_free);
-  for (Eigen::Index i = 0; i < n_free; ++i) {
-    sub_start[i] = theta0[free[static_cast<std::size_t>(i)]];
-    sub_lower[i] = lower[free[static_cast<std::size_t>(i)]];
-    sub_upper[i] = upper[free[static_cast<std::size_t>(i)]];
-  }
-  const ResidualFunction sub_residuals = [&](const Eigen::VectorXd& sub) { return residuals_at(embed(sub)); };
   fit.rms_relative_error_before = std::sqrt(residuals_at(theta0).squaredNorm() / fit.rows);
   Eigen::VectorXd theta = theta0;
-  if (n_free > 0) {
+  Eigen::VectorXd errors = Eigen::VectorXd::Zero(kParams);
+  fit.converged = true;
+  // Fit the free parameters; the one the rows determine least (the smallest distance from the
+  // preset's value in standard errors), if within two, goes back to the preset's value and the
+  // rest are fitted again (backward elimination), until every one left is determined. At most
+  // kParams rounds: each drops one.
+  while (!free.empty()) {
+    const auto embed = [&](const Eigen::VectorXd& sub) {
+      Eigen::VectorXd full = theta0;
+      for (std::size_t i = 0; i < free.size(); ++i) full[free[i]] = sub[static_cast<Eigen::Index>(i)];
+      return full;
+    };
+    const auto n_free = static_cast<Eigen::Index>(free.size());
+    Eigen::VectorXd sub_start(n_free), sub_lower(n_free), sub_upper(n_free);
+    for (Eigen::Index i = 0; i < n_free; ++i) {
+      sub_start[i] = theta0[free[static_cast<std::size_t>(i)]];
+      sub_lower[i] = lower[free[static_cast<std::size_t>(i)]];
+      sub_upper[i] = upper[free[static_cast<std::size_t>(i)]];
+    }
+    const ResidualFunction sub_residuals = [&](const Eigen::VectorXd& sub) { return residuals_at(embed(sub)); };
     const auto solution =
         minimize_least_squares(sub_residuals, sub_start, sub_lower, sub_upper, options, "the collective model fit");
     fit.converged = solution.converged;
     theta = embed(solution.theta);
     const Eigen::MatrixXd j = central_jacobian(sub_residuals, solution.theta, sub_lower, sub_upper, options);
+    // Parameters the rows move only together (a 2-node all-to-all's per-call and per-hop costs:
+    // one network round, both added once) are not separable: (JᵀJ)⁻¹ does not exist and its
+    // pseudo-inverse would report small errors for values the rows cannot tell apart. The rank of
+    // J with unit columns finds them; the first dependent column in pivot order keeps the preset's value.
+    {
+      Eigen::MatrixXd unit = j;
+      for (Eigen::Index c = 0; c < unit.cols(); ++c)
+        if (unit.col(c).norm() > 0) unit.col(c) /= unit.col(c).norm();
+      Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(unit);
+      qr.setThreshold(1e-6);
+      if (qr.rank() < n_free) {
+        const auto dependent = static_cast<std::size_t>(qr.colsPermutation().indices()[qr.rank()]);
+        fit.undetermined.push_back(kNames[free[dependent]]);
+        free.erase(free.begin() + static_cast<std::ptrdiff_t>(dependent));
+        theta = theta0;
+        fit.covariance.resize(0, 0);
+        continue;
+      }
+    }
     const int dof = fit.rows - static_cast<int>(n_free);
     const double sigma2 = solution.cost / std::max(1, dof);
     const Eigen::MatrixXd jtj = j.transpose() * j;
     fit.covariance = sigma2 * jtj.completeOrthogonalDecomposition().pseudoInverse();
-  } else {
-    fit.converged = true;
+    errors.setZero();
+    std::size_t weakest = free.size();
+    double weakest_z = 2;  // standard errors
+    for (Eigen::Index i = 0; i < n_free; ++i) {
+      const int k = free[static_cast<std::size_t>(i)];
+      errors[k] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
+      const double z = std::abs(theta[k] - theta0[k]) / errors[k];  // inf where stderr is 0: determined
+      if (z < weakest_z) weakest_z = z, weakest = static_cast<std::size_t>(i);
+    }
+    if (weakest == free.size()) break;
+    fit.undetermined.push_back(kNames[free[weakest]]);
+    free.erase(free.begin() + static_cast<std::ptrdiff_t>(weakest));
+    theta = theta0;
+    fit.covariance.resize(0, 0);
+    errors.setZero();
   }
+  for (const int k : free) fit.fitted.push_back(kNames[k]);
   fit.value = from_vector(theta);
   for (const int k : free) {
     if (std::abs(theta[k] - lower[k]) <= 1e-9 * (1 + std::abs(lower[k])) ||
         std::abs(theta[k] - upper[k]) <= 1e-9 * (1 + std::abs(upper[k])))
       fit.at_bound.push_back(kNames[k]);
   }
-  Eigen::VectorXd errors = Eigen::VectorXd::Zero(kParams);
-  for (Eigen::Index i = 0; i < n_free; ++i) errors[free[static_cast<std::size_t>(i)]] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
   fit.std_error = from_vector(errors);
   fit.rms_relative_error = std::sqrt(residuals_at(theta).squaredNorm() / fit.rows);
   return fit;
@@ -206,6 +242,8 @@ Calibration calibration_from_collective_fit(const CollectiveModelFit& fit, const
              std::to_string(fit.rms_relative_error_before) + " before, " + std::to_string(fit.rms_relative_error) +
              " after" + (fit.unconstrained.empty() ? std::string() : "; not constrained by the rows (preset kept):");
   for (const auto& u : fit.unconstrained) c.method += " " + u;
+  if (!fit.undetermined.empty()) c.method += "; not determined by the rows (within 2 stderr of the preset's value, kept):";
+  for (const auto& u : fit.undetermined) c.method += " " + u;
   const Eigen::VectorXd v = to_vector(fit.value), e = to_vector(fit.std_error);
   for (int k = 0; k < kParams; ++k) {
     if (std::find(fit.fitted.begin(), fit.fitted.end(), kNames[k]) == fit.fitted.end()) continue;

@@ -12,7 +12,11 @@
 // minimising Σ (t_model / t_measured − 1)² (relative errors: a latency-bound row counts as much
 // as a bandwidth-bound one) by Levenberg–Marquardt (fit.hpp minimize_least_squares); the
 // covariance is σ̂² (JᵀJ)⁻¹ with σ̂² = Σ r² / (n − p). A parameter the rows cannot move (the NICs
-// of a single-node log) is left out, named in `unconstrained`, and keeps the preset's value.
+// of a single-node log) is left out, named in `unconstrained`, and keeps the preset's value. One
+// the rows move but do not determine — its fitted value within two standard errors of the
+// preset's (a 95 % test: a per-call overhead fitted to 4–16 GiB rows only, where 40 µs is noise)
+// — keeps the preset's value too, named in `undetermined`, and the others are fitted again
+// without it: a calibration moves only what its logs measured.
 // `nic_efficiency` is the name whatif's step calibration already reads (the fabric's NICs).
 #include <cstdint>
 #include <memory>
@@ -65,6 +69,7 @@ struct CollectiveFitParameters {
 struct CollectiveModelFit {
   CollectiveFitParameters value, std_error;
   std::vector<std::string> fitted, unconstrained;  // parameter names
+  std::vector<std::string> undetermined;           // moved by the rows, but within 2 stderr of the preset's value: kept
   std::vector<std::string> at_bound;               // fitted ones that ended on a bound of their range
   int rows = 0;
   double rms_relative_error = 0;       // after the fit

@@ -90,6 +90,7 @@ const std::vector<ClusterPreset>& cluster_presets() {
 }
 
 std::optional<std::string> preset_for(const PublishedRow& row) {
+  if (!row.preset.empty()) return row.preset;  // the user's own logs on the fabric they named
   for (const auto& e : cluster_presets()) {
     if (contains(row.gpu, e.gpu) && (e.nic[0] == '\0' || starts_word(row.nic, e.nic)))
       return e.preset[0] == '\0' ? std::nullopt : std::optional<std::string>(e.preset);

@@ -1,5 +1,6 @@
 #include "analysis/measured/nccl_published.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -102,22 +103,80 @@ std::vector<PublishedRow> read_published_rows(const std::string& path) {
     if (col.count("date") && !valid_published_date(get("date"))) {
       throw_bad_input(where, "date", get("date"), "YYYY, YYYY-MM, YYYY-MM-DD or YYYY-YYYY");
     }
-    // nccl-tests' and NCCL's spellings too: all_reduce(_perf), AllReduce, all-gather, all_to_all.
-    std::string name;
-    for (const char c : lower(r.collective))
-      if (c != '_' && c != '-' && c != ' ') name += c;
-    if (name.size() > 4 && name.ends_with("perf")) name.erase(name.size() - 4);
     // nccl-tests' other tests are rows of the file too; validate-collectives reports them as not
     // modelled instead of refusing the file.
-    static const std::set<std::string> known = {"allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
-                                                "reduce", "sendrecv", "gather", "scatter", "hypercube"};
-    if (!known.count(name)) {
+    const auto name = published_collective_name(r.collective);
+    if (!name) {
       throw_bad_input(where, "collective", r.collective,
                       "allgather, reducescatter, allreduce or alltoall, or another nccl-tests test (broadcast, reduce, "
                       "sendrecv, gather, scatter, hypercube); any case, '_' or '-' between words");
     }
-    r.collective = name;
+    r.collective = *name;
     rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::optional<std::string> published_collective_name(const std::string& collective) {
+  std::string name;
+  for (const char c : lower(collective))
+    if (c != '_' && c != '-' && c != ' ') name += c;
+  if (name.size() > 4 && name.ends_with("perf")) name.erase(name.size() - 4);
+  static const std::set<std::string> known = {"allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
+                                              "reduce", "sendrecv", "gather", "scatter", "hypercube"};
+  if (!known.count(name)) return std::nullopt;
+  return name;
+}
+
+std::vector<PublishedRow> rows_from_nccl_tests(const std::vector<NcclTestsRun>& runs, const std::string& file,
+                                               const std::string& preset) {
+  std::vector<PublishedRow> rows;
+  for (const auto& run : runs) {
+    const std::string where = file + ":" + std::to_string(run.line);
+    // The shape is the log's own: its "#  Rank N … on HOST device D" lines.
+    if (run.world < 1) {
+      throw_bad_input(where, "ranks", "no '#  Rank N ... on HOST' lines",
+                      "nccl-tests' device list (each rank and its host) above the block's table");
+    }
+    const int hosts = std::max(1, run.nodes);
+    if (run.world % hosts != 0) {
+      throw_bad_input(where, "ranks", std::to_string(run.world),
+                      "a multiple of the host count (" + std::to_string(hosts) + "): the same GPUs on every host");
+    }
+    PublishedRow base;
+    base.file = file;
+    base.source = "nccl-tests-logs " + file;
+    base.gpu = run.device.empty() ? "GPU not printed" : run.device;
+    base.nic = "not stated (the fabric preset's)";
+    base.nccl_version = run.nccl_version;
+    // What NCCL reported reading from its environment, as a shell line the env reader takes.
+    for (const auto& [key, value] : run.env) {
+      std::string v = value;
+      if (v.find_first_of(" \t;\"'") != std::string::npos) {
+        const char q = v.find('"') == std::string::npos ? '"' : '\'';
+        v = q + v + q;
+      }
+      base.env += (base.env.empty() ? "" : " ") + key + "=" + v;
+    }
+    // A program no nccl-tests test names keeps its name: validate-collectives reports it as not modelled.
+    base.collective = published_collective_name(run.op).value_or(run.op);
+    base.gpus_per_node = run.world / hosts;
+    base.nodes = hosts;
+    base.world = run.world;
+    base.preset = preset;
+    for (const auto& row : run.rows) {
+      if (row.bytes <= 0) continue;
+      for (const bool in_place : {false, true}) {
+        const double t = in_place ? row.in_place_time_us : row.time_us;
+        if (!(t > 0)) continue;  // nccl-tests left the column out
+        PublishedRow r = base;
+        r.line = row.line;
+        r.placement = in_place ? "in-place" : "out-of-place";
+        r.size_bytes = row.bytes;
+        r.time_us = t;
+        rows.push_back(std::move(r));
+      }
+    }
   }
   return rows;
 }

@@ -147,6 +147,62 @@ TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are r
   CHECK(std::abs(local.value.nvlink_scale - truth.nvlink_scale) < 3 * local.std_error.nvlink_scale + 1e-3);
 }
 
+TEST_CASE("collective fit: a parameter the logs do not determine keeps the preset's value",
+          "[calibration][collective_fit]") {
+  const auto fabric = topo::preset("h100-ndr400");
+  CollectiveFitParameters truth = default_parameters(fabric);
+  truth.nic_efficiency = 0.85;  // the only thing these logs measure
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  // 2 x 8 all-to-alls of 1-16 GiB only (as nccl-tests -b 1G -e 16G): a per-call or per-hop cost of
+  // tens of us is far inside the 1 % scatter of 20-350 ms calls.
+  const std::vector<std::int64_t> sizes = {1LL << 30, 1LL << 31, 1LL << 32, 1LL << 33, 1LL << 34};
+  const auto model = calibrated_model(fabric, truth, 2, 8);
+  const std::string log = nccl_tests_block("alltoall_perf", 2, 8, sizes, [&](std::int64_t b) {
+    return model->cost(sim::CollectiveOp::alltoall, b).time_us * (1 + noise(rng));
+  });
+  const auto fit = fit_collective_model(fabric, samples_from_nccl_tests(parse_nccl_tests_output(log, "big.log"), "big.log"));
+  INFO("overhead " << fit.value.call_overhead_us << ", net hop " << fit.value.net_hop_extra_us << ", nic "
+                   << fit.value.nic_efficiency << " +- " << fit.std_error.nic_efficiency);
+  CHECK(fit.fitted == std::vector<std::string>{"nic_efficiency"});
+  // The per-call and per-hop costs: moved by the rows (not unconstrained), determined by none.
+  std::vector<std::string> undetermined = fit.undetermined;
+  std::sort(undetermined.begin(), undetermined.end());
+  CHECK(undetermined == std::vector<std::string>{"collective_call_overhead_us", "collective_net_hop_extra_us"});
+  CHECK(fit.value.call_overhead_us == 0);
+  CHECK(fit.value.net_hop_extra_us == 0);
+  CHECK(fit.std_error.call_overhead_us == 0);
+  CHECK(std::abs(fit.value.nic_efficiency - truth.nic_efficiency) < 3 * fit.std_error.nic_efficiency + 1e-3);
+  CHECK(fit.covariance.rows() == 1);
+  // The calibration holds only what the logs determined, and says which were kept.
+  const auto calibration = calibration_from_collective_fit(fit, fabric, "big", {"big.log"}, "test");
+  CHECK(calibration.parameters.size() == 1);
+  CHECK(calibration.parameters.count("nic_efficiency") == 1);
+  CHECK(calibration.method.find("not determined by the rows") != std::string::npos);
+
+  // With a true per-call cost of 300 us and sizes from 64 KiB the rows determine it (and the
+  // per-hop cost, one network round of an all-to-all like the call's own, only with it: the two
+  // move the rows together, so one of them stays at the preset's value).
+  CollectiveFitParameters slow = truth;
+  slow.call_overhead_us = 300;
+  const auto slow_model = calibrated_model(fabric, slow, 2, 8);
+  std::vector<std::int64_t> all;
+  for (std::int64_t b = 1 << 16; b <= (1LL << 34); b *= 4) all.push_back(b);
+  const std::string wide = nccl_tests_block("alltoall_perf", 2, 8, all, [&](std::int64_t b) {
+    return slow_model->cost(sim::CollectiveOp::alltoall, b).time_us * (1 + noise(rng));
+  });
+  const auto both = fit_collective_model(fabric, samples_from_nccl_tests(parse_nccl_tests_output(wide, "wide.log"), "wide.log"));
+  INFO("overhead " << both.value.call_overhead_us << " +- " << both.std_error.call_overhead_us << ", net hop "
+                   << both.value.net_hop_extra_us << " +- " << both.std_error.net_hop_extra_us);
+  CHECK(both.undetermined.size() == 1);
+  CHECK(both.fitted.size() == 2);
+  // The per-call and per-hop costs together carry the 300 us, within their errors.
+  const double latency = both.value.call_overhead_us + both.value.net_hop_extra_us;
+  const double error = both.std_error.call_overhead_us + both.std_error.net_hop_extra_us;
+  CHECK(std::abs(latency - 300) < 3 * error + 5);
+  CHECK(error < 30);
+}
+
 TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration][collective_fit]") {
   const auto fabric = topo::preset("h100-ndr400");
   CHECK_THROWS_AS(fit_collective_model(fabric, {}), InputError);
