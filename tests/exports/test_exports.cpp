@@ -207,7 +207,7 @@ TEST_CASE("compare: pairs configurations, sets the defining keys aside, differen
   CHECK(sel.side_keys.at(0).key == "calibration");
 }
 
-TEST_CASE("compare: side keys are found per kind; runs of other kinds do not hide them", "[exports]") {
+TEST_CASE("compare: side keys are found per kind, and runs of other kinds do not hide them", "[exports]") {
   TempDir dir;
   auto a = Database::open(dir.file("a.db"));
   auto b = Database::open(dir.file("b.db"));

@@ -27,7 +27,7 @@ double read_double(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("tables_from_json: an array of objects is one table; nested objects flatten, arrays are JSON text", "[table]") {
+TEST_CASE("tables_from_json: an array of objects is one table, and nested objects flatten, arrays are JSON text", "[table]") {
   const json rows = json::parse(R"([{"b": 1, "fabric": {"nic_GBps": 50, "name": "x"}, "list": [1, 2]},
                                     {"b": 2, "extra": "only here"}])");
   const auto tables = tables_from_json(rows);

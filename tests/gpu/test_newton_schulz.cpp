@@ -31,7 +31,7 @@ double ns_error_vs_reference(NewtonSchulz& ns, NsKind kind, int batch, std::int6
 
 }  // namespace
 
-TEST_CASE("Newton-Schulz matches the bf16 reference (wide, tall, square; both coefficient sets)", "[gpu][ns]") {
+TEST_CASE("Newton-Schulz matches the bf16 reference (wide, tall, square, and both coefficient sets)", "[gpu][ns]") {
   const auto kind = GENERATE(NsKind::polar_express, NsKind::quintic);
   for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{24, 40}, {40, 24}, {32, 32}, {8, 96}, {12, 96}, {13, 96}, {20, 64}, {96, 12}, {128, 512}}) {
     NewtonSchulz ns(kind);

@@ -46,7 +46,7 @@ TEST_CASE("masked_post matches the reference bit for bit (Dion2, fp32 and bf16 m
   destroy_stream(s);
 }
 
-TEST_CASE("nordion2_row_scale matches the reference; masked post applies O' = O * scale", "[gpu][post]") {
+TEST_CASE("nordion2_row_scale matches the reference, and masked post applies O' = O * scale", "[gpu][post]") {
   const int N = 2;
   const std::int64_t L = 11, u_rows = 11, C = 256;
   const auto U = sparse_update(N, u_rows, C, 21);
@@ -82,7 +82,7 @@ TEST_CASE("nordion2_row_scale matches the reference; masked post applies O' = O 
 
 // The `local` and `global_capped` posts read each row's update from the reverse payload through a
 // row map instead of a scattered dense U: identical results bit for bit, maps as specified.
-TEST_CASE("row-mapped posts equal the dense-U posts; row maps from an index and from capped slots", "[gpu][post]") {
+TEST_CASE("row-mapped posts equal the dense-U posts, and row maps from an index and from capped slots", "[gpu][post]") {
   const auto dtype = GENERATE(MomentumDtype::fp32, MomentumDtype::bf16);
   const int N = 3;
   const std::int64_t L = 10, k = 4, C = 132;

@@ -139,7 +139,7 @@ TEST_CASE("CUDA failures become DeviceError naming the call and the rank", "[gpu
 // The `global` owner's row moves in the received blocked layout [w][pr][pl][C] (assembled row p
 // of matrix j = received row ((p/pl)*pr + j)*pl + p%pl), and the reverse payload kept zero between
 // steps: scatter without the full memset, then clear the same rows (src = nullptr).
-TEST_CASE("blocked gather/scatter: exact row moves; clearing restores an all-zero payload", "[gpu][rowops]") {
+TEST_CASE("blocked gather/scatter: exact row moves, and clearing restores an all-zero payload", "[gpu][rowops]") {
   const int w = 2, pr = 2;
   const std::int64_t pl = 5, C = 24, Sp = w * pl, slots = 4;
   const auto recv = to_bf16(random_floats(w * pr * pl * C, 31));

@@ -109,7 +109,7 @@ TEST_CASE("unsharded GPU paths match the CPU reference: single, ddp, column sele
   }
 }
 
-TEST_CASE("Gram Newton-Schulz on the GPU matches the CPU reference (wide, tall, square; batches)", "[gpu][ns][gram]") {
+TEST_CASE("Gram Newton-Schulz on the GPU matches the CPU reference (wide, tall, square, and batches)", "[gpu][ns][gram]") {
   struct Shape {
     int batch;
     std::int64_t rows, cols;

@@ -148,7 +148,7 @@ TEST_CASE("anchor CSV errors", "[measurements]") {
         "a.csv: rows: got 'none', expected at least one measured anchor row under the header");
 }
 
-TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[measurements][nccl-tests]") {
+TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows, and noise skipped", "[measurements][nccl-tests]") {
   const auto path =
       std::filesystem::path(DIONSIM_SOURCE_DIR) / "tests/measured/data/alltoall_perf_synthetic_2x8.txt";
   const auto runs = read_nccl_tests_output(path);
@@ -172,10 +172,10 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
 
   // Two blocks in one log (as a script running several cases writes), old format without root column.
   const std::string two =
-      "mpirun noise\n# Collective test starting: all_gather_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
-      "#  Rank  1 Group  0 Pid 2 on a device 1 [0:1] GPU\n        1024   128  float  none  10.0  0.10  0.05  0  10.0  "
+      "mpirun noise\n# Collective test starting: all_gather_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0000:00:00] GPU\n"
+      "#  Rank  1 Group  0 Pid 2 on a device 1 [0000:01:00] GPU\n        1024   128  float  none  10.0  0.10  0.05  0  10.0  "
       "0.10  0.05  0\n"
-      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
+      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0000:00:00] GPU\n"
       "        1024   256  float  sum  -1  12.5  0.08  0.00  0  12.0  0.09  0.00  0\r\n";
   const auto both = parse_nccl_tests_output(two, "log.txt");
   REQUIRE(both.size() == 2);
@@ -187,7 +187,7 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
 
   // NCCL_DEBUG=INFO: NCCL reports the variables it read from the environment, per block.
   const std::string info =
-      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0:0] GPU\n"
+      "# Collective test starting: all_reduce_perf\n#  Rank  0 Group  0 Pid 1 on a device 0 [0000:00:00] GPU\n"
       "a:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Ring\n"
       "a:1:1 [0] NCCL INFO NCCL_NVLS_ENABLE set by environment to 0.\n"
       "a:1:1 [0] NCCL INFO NCCL_PROTO set by environment to LL128\n"
@@ -238,7 +238,7 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
       parse_nccl_tests_output(
           "# Collective test starting: alltoall_perf\n  1024  256  float  none  -1  fast  0.1  0.1  0  1  1  1  0\n",
           "x.txt"),
-      "x.txt:2: time: got 'fast', expected a non-negative number");
+      "x.txt:2: time: got 'fast', expected a non-negative number of at most 1e15");
   CHECK_THROWS_WITH(parse_nccl_tests_output("# Collective test starting: alltoall_perf\n# nothing ran\n", "x.txt"),
                     Catch::StartsWith("x.txt: content: got 'no nccl-tests result rows'"));
   // Every column and rank-line field is nccl-tests' own, used by dionsim or not: a value it would
@@ -257,6 +257,14 @@ TEST_CASE("nccl-tests output: blocks, ranks, hosts, rows; noise skipped", "[meas
                     Catch::StartsWith("r.txt:2: in-place algbw: got 'inf'"));
   CHECK_THROWS_WITH(parse_nccl_tests_output(head + "  1024  256  float  none  -1  10.0  0.1  0.1  0  10.0  0.1  0.1  1e300\n", "r.txt"),
                     "r.txt:2: in-place #wrong: got '1e300', expected a count of wrong elements or N/A");
+  // A result row whose size or count is damaged is still a result row (its type and reduction in
+  // their columns): refused, not skipped as if it were mpirun's noise (fuzzing found both).
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + row_ok + "  nan  256  float  sum  -1  10.0  0.1  0.1  0  10.0  0.1  0.1  0\n", "r.txt"),
+                    "r.txt:3: size: got 'nan', expected a byte count (digits only)");
+  CHECK_THROWS_WITH(parse_nccl_tests_output(head + row_ok + "  1024  1e300  bfloat16  none  -1  10.0  0.1  0.1  0  10.0  0.1  0.1  0\n", "r.txt"),
+                    "r.txt:3: count: got '1e300', expected an element count (digits only)");
+  // Text of that length without nccl-tests' columns stays noise.
+  CHECK_NOTHROW(parse_nccl_tests_output(head + row_ok + "mpirun: note one two three four five six seven eight nine ten\n", "r.txt"));
   CHECK(looks_like_nccl_tests("# nccl-tests version 2.18.3\n"));
   CHECK_FALSE(looks_like_nccl_tests("source,run\n"));
 }

@@ -117,7 +117,7 @@ TEST_CASE("Gram coefficients: the upstream preset, Polar Express over (1.05, 1.0
   CHECK(std::abs(g[4].c - 0.4188073119525673 / std::pow(1.05, 5)) < 1e-12);
 }
 
-TEST_CASE("Gram NS: the same map as the standard iteration within fp16 accuracy; shapes and zeros", "[ns][gram]") {
+TEST_CASE("Gram NS: the same map as the standard iteration within fp16 accuracy, and shapes and zeros", "[ns][gram]") {
   struct Shape {
     std::int64_t rows, cols;
   };

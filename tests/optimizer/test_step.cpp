@@ -207,7 +207,7 @@ TEST_CASE("§5.3: sharded global equals the single-GPU reference (even and uneve
   }
 }
 
-TEST_CASE("§5.3: fraction 1 makes local equal global; capped routes to global", "[step]") {
+TEST_CASE("§5.3: fraction 1 makes local equal global, and capped routes to global", "[step]") {
   const auto local = run_random(config(Scope::local, 2, 1.0), 2, 16, 32, 2, 31);
   const auto global = run_random(config(Scope::global, 2, 1.0), 2, 16, 32, 2, 31);
   const auto capped = run_random(config(Scope::global_capped, 4, 1.0), 1, 17, 32, 1, 33);
@@ -238,7 +238,7 @@ TEST_CASE("empty and short shards: every scope runs, collectives stay uniform", 
   CHECK(local.opt->last_applied_rows()[0].size() == 3);
 }
 
-TEST_CASE("pinned capacity_factor defers at a larger world; counters are consistent", "[step]") {
+TEST_CASE("pinned capacity_factor defers at a larger world, and counters are consistent", "[step]") {
   StepConfig cfg = config(Scope::global_capped, 8, 0.25);
   cfg.plan.capacity_factor = 1.0;
   const std::int64_t N = 12, R = 64, C = 48;
@@ -338,7 +338,7 @@ TEST_CASE("results do not depend on the thread count", "[step]") {
   }
 }
 
-TEST_CASE("Newton-Schulz: orthogonalizes; zero rows and zero matrices are transparent", "[step][ns]") {
+TEST_CASE("Newton-Schulz: orthogonalizes, and zero rows and zero matrices are transparent", "[step][ns]") {
   for (NsKind ns : {NsKind::polar_express, NsKind::newton_schulz5, NsKind::gram}) {
     CAPTURE(to_string(ns));
     const std::int64_t m = 8, n = 64;

@@ -440,7 +440,7 @@ TEST_CASE("pipeline fill of trees and NVLS: (D - 1) chunks as NCCL cuts them", "
   CHECK(ring->pipeline_fill_us == 0);
 }
 
-TEST_CASE("all-to-all: grouped p2p latency, DES transfer; Mode::fast = Mode::exact, with PXN", "[collective][model]") {
+TEST_CASE("all-to-all: grouped p2p latency, DES transfer, and Mode::fast = Mode::exact, with PXN", "[collective][model]") {
   auto spec = topo::preset("h100-ndr400");
   const CollectiveModel m(spec, 4, 8);
   for (const std::int64_t bytes : {std::int64_t{8192}, std::int64_t{1} << 20, std::int64_t{256} << 20}) {

@@ -22,7 +22,7 @@ dionsim::topo::FabricSpec fabric() {
 }
 }  // namespace
 
-TEST_CASE("a stream runs its ops in issue order; other streams overlap", "[streams]") {
+TEST_CASE("a stream runs its ops in issue order, and other streams overlap", "[streams]") {
   Engine e;
   StreamProgram p(e, 1);
   const OpId a = p.compute(0, us(10), "A");
@@ -132,7 +132,7 @@ TEST_CASE("ops with no network refuse network work", "[streams]") {
   CHECK_THROWS(p.compute(2, us(1), "bad rank"));
 }
 
-TEST_CASE("alltoallv: uniform sizes equal the all-to-all; skewed sizes wait for the largest", "[streams]") {
+TEST_CASE("alltoallv: uniform sizes equal the all-to-all, and skewed sizes wait for the largest", "[streams]") {
   const dionsim::topo::Topology t(fabric(), 2, 2);
   const int w = t.ranks();
   CollectiveSpec a2a;

@@ -221,7 +221,7 @@ TEST_CASE("whatif: deferral is the deferral engine's estimate, as a fraction", "
   CHECK_FALSE(run_whatif(config, inventory, model).deferral_fraction.has_value());
 }
 
-TEST_CASE("whatif: routing counts and the resolved c; degenerate scopes are named", "[whatif][routing]") {
+TEST_CASE("whatif: routing counts and the resolved c, and degenerate scopes are named", "[whatif][routing]") {
   // Issue 19 item 7 on gpt-14b's inventory at 8192 GPUs: auto c routes every capped group to exact
   // global; local selects k·w = 8192 of 5120 rows.
   const auto inventory = opt::load_inventory("gpt-14b");
