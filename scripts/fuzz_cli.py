@@ -346,6 +346,11 @@ def file_targets(tmp):
     # An NCCL_DEBUG=INFO log: NCCL's "set by environment" lines are inputs too (sim/nccl_env.hpp).
     t.append(("nccl-tests log", "calibrate", ROOT / "fuzz/seeds/nccl_tests/allreduce_info.log", "log",
               lambda p: ["calibrate", "--nccl-tests", p, "--fabric", "h200-ndr400"]))
+    # validate-collectives reads the same logs as published rows (a block's shape, env, version).
+    t.append(("nccl-tests log", "validate-collectives", ROOT / "fuzz/seeds/nccl_tests/allreduce_info.log", "log",
+              lambda p: ["validate-collectives", "--nccl-tests", p, "--fabric", "h200-ndr400", "--rows"]))
+    t.append(("nccl-tests log", "validate-collectives", ROOT / "fuzz/seeds/nccl_tests/alltoall.log", "log",
+              lambda p: ["validate-collectives", "--nccl-tests", p, "--fabric", "p5-efa", "--extrapolate"]))
     t.append(("kineto trace", "calibrate", ROOT / "tests/measured/data/tiny_trace.json", "json",
               lambda p: ["calibrate", "--measured", p, "--dump-metrics"]))
     return t

@@ -199,6 +199,21 @@ std::string nccl_version_of_code(const std::string& digits) {
 
 }  // namespace
 
+namespace {
+// nccl-tests' names for its data types and reductions (src/common.cu test_typenames, test_opnames;
+// "none" where the test reduces nothing).
+bool is_nccl_tests_type(const std::string& word) {
+  static const std::set<std::string> types = {"int8",  "uint8", "int32",    "uint32", "int64",  "uint64",
+                                              "half",  "float", "double",   "bfloat16", "f8e4m3", "f8e5m2",
+                                              "fp8_e4m3", "fp8_e5m2"};
+  return types.count(word) > 0;
+}
+bool is_nccl_tests_redop(const std::string& word) {
+  static const std::set<std::string> ops = {"sum", "prod", "max", "min", "avg", "mulsum", "none"};
+  return ops.count(word) > 0;
+}
+}  // namespace
+
 std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const std::string& source) {
   std::vector<NcclTestsRun> runs;
   std::set<std::string> hosts;
@@ -276,10 +291,15 @@ std::vector<NcclTestsRun> parse_nccl_tests_output(const std::string& text, const
       std::string value = trim(line.substr(set + kSet.size()));
       if (!value.empty() && value.back() == '.') value.pop_back();
       if (!key.empty() && key.find(' ') == std::string::npos) current().env[key] = value;
-    } else if (t[0] != "#" && t[0][0] != '#' && all_digits(t[0]) && t.size() >= 12 && all_digits(t[1])) {
-      // size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong
+    } else if (t[0][0] != '#' && t.size() >= 12 &&
+               ((all_digits(t[0]) && all_digits(t[1])) || (is_nccl_tests_type(t[2]) && is_nccl_tests_redop(t[3])))) {
+      // size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong. A line of
+      // that shape (nccl-tests' type and reduction in their columns) is a result row even where
+      // its size or count is damaged: refused, not skipped as noise.
       const std::size_t o = t.size() >= 13 ? 5 : 4;  // older versions print no root column
       const std::string where = source + ":" + std::to_string(number);
+      if (!all_digits(t[0])) throw_bad_input(where, "size", t[0], "a byte count (digits only)");
+      if (!all_digits(t[1])) throw_bad_input(where, "count", t[1], "an element count (digits only)");
       NcclTestsRow row;
       row.line = number;
       auto number_at = [&](std::size_t i, const char* column) {
