@@ -176,7 +176,7 @@ int run_validate_collectives(std::span<const std::string> args) {
 
   // Why rows went unpredicted: CollNet/SHARP (out of scope), GPUs no preset describes (named),
   // an env whose NCCL_ALGO / NCCL_PROTO NCCL would refuse, nccl-tests' tests the model does not price.
-  int collnet = 0, refused = 0, unmapped_rows = 0, other_rows = 0;
+  int collnet = 0, refused = 0, unmapped_rows = 0, other_rows = 0, uneven = 0;
   std::set<std::string> unmapped, other_tests;
   for (const auto& p : predictions) {
     if (p.skipped.empty()) continue;
@@ -188,6 +188,8 @@ int run_validate_collectives(std::span<const std::string> args) {
     } else if (p.skipped.starts_with("not modelled")) {
       other_tests.insert(p.row->collective);
       ++other_rows;
+    } else if (p.skipped.starts_with("uneven ranks")) {
+      ++uneven;
     } else {
       ++refused;
     }
@@ -196,6 +198,7 @@ int run_validate_collectives(std::span<const std::string> args) {
     nlohmann::json out = {{"rows", nlohmann::json::array()}, {"regimes", nlohmann::json::array()}, {"skipped", skipped}};
     out["skipped_by_reason"] = {{"collnet_sharp", collnet}, {"env_refused_by_nccl", refused},
                                 {"no_fabric_preset", unmapped_rows}, {"not_modelled", other_rows},
+                                {"uneven_ranks_per_node", uneven},
                                 {"gpus_without_preset", unmapped}, {"tests_not_modelled", other_tests}};
     for (const auto& p : predictions) {
       nlohmann::json j = {{"line", p.row->line}, {"gpu", p.row->gpu}, {"preset", p.preset},
@@ -253,6 +256,7 @@ int run_validate_collectives(std::span<const std::string> args) {
     why += ", " + std::to_string(unmapped_rows) + " with no fabric preset for GPU";
     for (const auto& g : unmapped) why += " '" + g + "'";
   }
+  if (uneven > 0) why += ", " + std::to_string(uneven) + " with uneven ranks per node";
   if (!other_tests.empty()) {
     why += ", " + std::to_string(other_rows) + " of tests not modelled:";
     for (const auto& t : other_tests) why += " " + t;
