@@ -165,7 +165,6 @@ std::vector<PublishedRow> rows_from_nccl_tests(const std::vector<NcclTestsRun>& 
     base.world = run.world;
     base.preset = preset;
     for (const auto& row : run.rows) {
-      if (row.bytes <= 0) continue;
       for (const bool in_place : {false, true}) {
         const double t = in_place ? row.in_place_time_us : row.time_us;
         if (!(t > 0)) continue;  // nccl-tests left the column out

@@ -36,8 +36,9 @@ struct PublishedRow {
 // The rows of nccl-tests logs (read_nccl_tests_output) as published rows on the fabric preset
 // `preset`: one per printed line and placement (out-of-place, and in-place where printed), the
 // shape from the log's rank lines (hosts, ranks), the GPU from its device name, the NCCL
-// variables NCCL_DEBUG=INFO reported as the row's env, the NIC unstated (the preset's). Rows of
-// 0 bytes are left out (NCCL 2.19+ discards an empty call: no collective ran). `file` names the
+// variables NCCL_DEBUG=INFO reported as the row's env, the NIC unstated (the preset's). A 0-byte
+// row is a row as in measurements.csv (the model prices it at 0: NCCL >= 2.22 discards an empty
+// call; nccl-tests then times only its own loop). `file` names the
 // log in messages and in each row's source. InputError naming file:line for a block without
 // rank lines or whose ranks are not the same count on every host.
 [[nodiscard]] std::vector<PublishedRow> rows_from_nccl_tests(const std::vector<NcclTestsRun>& runs,

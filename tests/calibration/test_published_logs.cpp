@@ -90,30 +90,34 @@ TEST_CASE("a log's rows are predicted exactly as the same rows of a published CS
   CHECK(efa[0].dionsim_us != a[0].dionsim_us);
 }
 
-TEST_CASE("a log's NCCL variables force the algorithm, its 0-byte row and other tests are not predicted",
+TEST_CASE("a log's NCCL variables force the algorithm, its 0-byte row is priced at 0, other tests are not predicted",
           "[calibration][published][logs]") {
   const auto forced = parse_nccl_tests_output(
       two_by_two_log("hostA:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n"), "tree.log");
   const auto rows = rows_from_nccl_tests(forced, "tree.log", "h100-ndr400");
-  // 2 sizes x 2 placements of the all-reduce (the 0-byte row left out), 1 x 2 of send/recv.
-  REQUIRE(rows.size() == 6);
+  // 3 sizes x 2 placements of the all-reduce (the 0-byte row too), 1 x 2 of send/recv.
+  REQUIRE(rows.size() == 8);
   CHECK(rows[0].env == "NCCL_ALGO=Tree");
   CHECK(rows[0].nccl_version == "2.29.2");
   CHECK(rows[0].nodes == 2);
   CHECK(rows[0].gpus_per_node == 2);
-  CHECK(rows[4].collective == "sendrecv");
-  CHECK(rows[4].nodes == 2);
-  CHECK(rows[4].gpus_per_node == 1);
+  CHECK(rows[0].size_bytes == 0);
+  CHECK(rows[0].time_us == 15.50);
+  CHECK(rows[6].collective == "sendrecv");
+  CHECK(rows[6].nodes == 2);
+  CHECK(rows[6].gpus_per_node == 1);
   const auto predicted = predict_published(rows);
-  CHECK(predicted[0].algorithm == "tree");
+  CHECK(predicted[0].skipped.empty());
+  CHECK(predicted[0].dionsim_us == 0);  // an empty call: NCCL >= 2.22 launches nothing
   CHECK(predicted[2].algorithm == "tree");
-  CHECK(predicted[4].skipped.starts_with("not modelled: sendrecv"));
+  CHECK(predicted[4].algorithm == "tree");
+  CHECK(predicted[6].skipped.starts_with("not modelled: sendrecv"));
   // Without the variable NCCL's own choice runs: on 2 x 2 H100s a ring at both sizes.
   const auto free = predict_published(
       rows_from_nccl_tests(parse_nccl_tests_output(two_by_two_log(""), "free.log"), "free.log", "h100-ndr400"));
-  CHECK(free[0].algorithm == "ring");
   CHECK(free[2].algorithm == "ring");
-  CHECK(free[0].dionsim_us != predicted[0].dionsim_us);
+  CHECK(free[4].algorithm == "ring");
+  CHECK(free[2].dionsim_us != predicted[2].dionsim_us);
 }
 
 TEST_CASE("a log whose shape cannot be read is refused naming it", "[calibration][published][logs]") {
