@@ -75,6 +75,15 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
     log(common, p + ": not determined by the logs (within 2 standard errors of the preset's value, or moved only "
                     "together with another parameter); the preset's value is kept");
   for (const auto& p : fit.at_bound) log(common, p + ": ended on a bound of its range (its stderr is not meaningful)");
+  if (fit.fitted.empty()) {
+    // Nothing to write: a calibration holding no parameter would only restate the preset.
+    char rms[96];
+    std::snprintf(rms, sizeof rms, "rms relative error %.4f", fit.rms_relative_error_before);
+    throw InputError("nccl-tests: the logs determine none of the collective model's parameters on " + fabric.name +
+                     " (each within 2 standard errors of the preset's value, or not constrained; " + rms +
+                     " with the preset's): the preset stands, no calibration to write. Logs over more sizes, "
+                     "collectives or node counts determine more");
+  }
   auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
   if (!nccl_versions.empty()) {
     // The model prices by NCCL 2.28.3's rules; later releases moved Blackwell's constants

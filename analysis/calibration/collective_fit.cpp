@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <tuple>
 #include <memory>
@@ -203,7 +204,9 @@ CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const st
     for (Eigen::Index i = 0; i < n_free; ++i) {
       const int k = free[static_cast<std::size_t>(i)];
       errors[k] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
-      const double z = std::abs(theta[k] - theta0[k]) / errors[k];  // inf where stderr is 0: determined
+      // A zero standard error (rows the model meets exactly) determines the value, whatever it is.
+      const double z = errors[k] > 0 ? std::abs(theta[k] - theta0[k]) / errors[k]
+                                     : std::numeric_limits<double>::infinity();
       if (z < weakest_z) weakest_z = z, weakest = static_cast<std::size_t>(i);
     }
     if (weakest == free.size()) break;
