@@ -79,9 +79,11 @@ static int run_calibrate_collectives(const CommonOptions& common, const std::str
     // Nothing to write: a calibration holding no parameter would only restate the preset.
     char rms[96];
     std::snprintf(rms, sizeof rms, "rms relative error %.4f", fit.rms_relative_error_before);
-    throw InputError("nccl-tests: the logs determine none of the collective model's parameters on " + fabric.name +
-                     " (each within 2 standard errors of the preset's value, or not constrained; " + rms +
-                     " with the preset's): the preset stands, no calibration to write. Logs over more sizes, "
+    std::string named = files.front();
+    if (files.size() > 1) named += " (and " + std::to_string(files.size() - 1) + " more logs)";
+    throw InputError(named + ": the logs determine none of the collective model's parameters on " + fabric.name +
+                     " (each within 2 standard errors of the preset's value, or not constrained): no calibration "
+                     "to write, the preset's values stand (" + rms + " with them). Logs over more sizes, "
                      "collectives or node counts determine more");
   }
   auto calibration = analysis::calibration_from_collective_fit(fit, fabric, name, files, "dionsim " DIONSIM_VERSION);
