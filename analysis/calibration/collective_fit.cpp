@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <tuple>
 #include <memory>
 
@@ -175,43 +176,37 @@ CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const st
     fit.converged = solution.converged;
     theta = embed(solution.theta);
     const Eigen::MatrixXd j = central_jacobian(sub_residuals, solution.theta, sub_lower, sub_upper, options);
+    std::optional<std::size_t> drop;  // index into `free` of the parameter that goes back to the preset's value
     // Parameters the rows move only together (a 2-node all-to-all's per-call and per-hop costs:
     // one network round, both added once) are not separable: (JᵀJ)⁻¹ does not exist and its
     // pseudo-inverse would report small errors for values the rows cannot tell apart. The rank of
-    // J with unit columns finds them; the first dependent column in pivot order keeps the preset's value.
-    {
-      Eigen::MatrixXd unit = j;
-      for (Eigen::Index c = 0; c < unit.cols(); ++c)
-        if (unit.col(c).norm() > 0) unit.col(c) /= unit.col(c).norm();
-      Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(unit);
-      qr.setThreshold(1e-6);
-      if (qr.rank() < n_free) {
-        const auto dependent = static_cast<std::size_t>(qr.colsPermutation().indices()[qr.rank()]);
-        fit.undetermined.push_back(kNames[free[dependent]]);
-        free.erase(free.begin() + static_cast<std::ptrdiff_t>(dependent));
-        theta = theta0;
-        fit.covariance.resize(0, 0);
-        continue;
+    // J with unit columns finds them; the first dependent column in pivot order is dropped.
+    Eigen::MatrixXd unit = j;
+    for (Eigen::Index c = 0; c < unit.cols(); ++c)
+      if (unit.col(c).norm() > 0) unit.col(c) /= unit.col(c).norm();
+    Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(unit);
+    qr.setThreshold(1e-6);
+    errors.setZero();
+    if (qr.rank() < n_free) {
+      drop = static_cast<std::size_t>(qr.colsPermutation().indices()[qr.rank()]);
+    } else {
+      const int dof = fit.rows - static_cast<int>(n_free);
+      const double sigma2 = solution.cost / std::max(1, dof);
+      const Eigen::MatrixXd jtj = j.transpose() * j;
+      fit.covariance = sigma2 * jtj.completeOrthogonalDecomposition().pseudoInverse();
+      double weakest_z = 2;  // standard errors
+      for (Eigen::Index i = 0; i < n_free; ++i) {
+        const int k = free[static_cast<std::size_t>(i)];
+        errors[k] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
+        // A zero standard error (rows the model meets exactly) determines the value, whatever it is.
+        const double z = errors[k] > 0 ? std::abs(theta[k] - theta0[k]) / errors[k]
+                                       : std::numeric_limits<double>::infinity();
+        if (z < weakest_z) weakest_z = z, drop = static_cast<std::size_t>(i);
       }
     }
-    const int dof = fit.rows - static_cast<int>(n_free);
-    const double sigma2 = solution.cost / std::max(1, dof);
-    const Eigen::MatrixXd jtj = j.transpose() * j;
-    fit.covariance = sigma2 * jtj.completeOrthogonalDecomposition().pseudoInverse();
-    errors.setZero();
-    std::size_t weakest = free.size();
-    double weakest_z = 2;  // standard errors
-    for (Eigen::Index i = 0; i < n_free; ++i) {
-      const int k = free[static_cast<std::size_t>(i)];
-      errors[k] = std::sqrt(std::max(0.0, fit.covariance(i, i)));
-      // A zero standard error (rows the model meets exactly) determines the value, whatever it is.
-      const double z = errors[k] > 0 ? std::abs(theta[k] - theta0[k]) / errors[k]
-                                     : std::numeric_limits<double>::infinity();
-      if (z < weakest_z) weakest_z = z, weakest = static_cast<std::size_t>(i);
-    }
-    if (weakest == free.size()) break;
-    fit.undetermined.push_back(kNames[free[weakest]]);
-    free.erase(free.begin() + static_cast<std::ptrdiff_t>(weakest));
+    if (!drop) break;
+    fit.undetermined.push_back(kNames[free[*drop]]);
+    free.erase(free.begin() + static_cast<std::ptrdiff_t>(*drop));
     theta = theta0;
     fit.covariance.resize(0, 0);
     errors.setZero();

@@ -197,9 +197,6 @@ std::string nccl_version_of_code(const std::string& digits) {
   return std::to_string(code / 10000) + "." + std::to_string(code / 100 % 100) + "." + std::to_string(code % 100);
 }
 
-}  // namespace
-
-namespace {
 // nccl-tests' names for its data types and reductions (src/common.cu test_typenames, test_opnames;
 // "none" where the test reduces nothing).
 bool is_nccl_tests_type(const std::string& word) {
