@@ -152,7 +152,8 @@ TEST_CASE("NVLink domains: an NVL72 rack routes over NVLink inside, NICs between
   CHECK(two_racks.domains() == 2);
   CHECK(two_racks.hosts() == 36);
   // 36 trays on 32-port rail leaves: the second leaf group holds 4 trays, so the fabric is not
-  // symmetric (collectives over it run the exact path); 64-GPU domains on 32 trays are
+  // symmetric (the fast path's flow classes give its parts types of their own); 64-GPU domains
+  // on 32 trays are
   CHECK_FALSE(two_racks.symmetric());
   FabricSpec racks64 = s;
   racks64.gpus_per_nvlink_domain = 64;
@@ -182,7 +183,7 @@ TEST_CASE("NVLink domains: an NVL72 rack routes over NVLink inside, NICs between
   CHECK(part.domain_size_of(63) == 64);
   CHECK(part.symmetric());
   for (int b = 1; b < 64; ++b) CHECK(part.link_kind(part.route(0, b)[0]) == LinkKind::nvlink_up);
-  // 128 GPUs: a full rack and 56 GPUs of the next: valid, but not symmetric (the fast path must not assume it)
+  // 128 GPUs: a full rack and 56 GPUs of the next: valid, but not symmetric
   const Topology uneven(s, 32);
   CHECK(uneven.domains() == 2);
   CHECK(uneven.domain_size_of(127) == 56);
