@@ -55,6 +55,16 @@ constexpr double kSimpleCompletionUs = 3.0;
 // NCCL's own model (NVIDIA's figures for InfiniBand) charges one NVLS latency for both.
 constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
 
+// The rate one p2p channel moves its parts at. NCCL runs every part of a send on one channel, one
+// thread block copying it into the peer's (or the proxy's) buffer, so a send split over k parts
+// moves at no more than k times this, however fast the links. Measured, not NCCL's: the slope of
+// NCCL 2.29.2's single-peer send/recv (nccl-tests sendrecv_perf) on one 8-GPU H100 node between
+// sizes that NCCL splits into the same number of parts (4 or 8), 60 slopes of the 20
+// single-node logs of xxrjun/nccl-tests-cluster example-cluster01: median 20.96 GB/s, range
+// 20.0-21.7 (scripts/p2p_channel_rate.py). Those logs' send/recv rows are in no scored set
+// (measurements.csv holds none). Carried to other GPU generations until they are measured.
+constexpr double kP2pChannelGBps = 21.0;
+
 // NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB
 // (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B,
 // LL128 120 elements x 640 threads x 8 steps x 8 B.
@@ -343,6 +353,15 @@ double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
   return static_cast<double>(plan.step_bytes) / (1000.0 * channel_GBps);
 }
 
+double CollectiveModel::alltoall_channel_floor_us(std::int64_t bytes) const {
+  if (ranks() <= 1 || bytes <= 0 || alltoall_protocol(bytes) != NcclProto::simple) return 0;
+  // LL is slower per channel than this and has its own floor (alltoall_protocol_floor_us).
+  const std::int64_t per_peer = bytes / ranks();
+  const NcclP2pPlan plan = nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), per_peer);
+  const double out = static_cast<double>(per_peer) * (ranks() - 1);
+  return out / (1000.0 * plan.active_channels * kP2pChannelGBps);
+}
+
 double CollectiveModel::alltoall_protocol_floor_us(std::int64_t bytes) const {
   if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
   if (alltoall_protocol(bytes) != NcclProto::ll) return 0;
@@ -422,7 +441,8 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     c.protocol = to_string(alltoall_protocol(bytes));
     c.latency_us = alltoall_latency_us(bytes);
     // The transfer is the DES's, or the protocol's own floor where that is slower (LL).
-    const double transfer = std::max(alltoall_transfer_us(bytes, mode), alltoall_protocol_floor_us(bytes));
+    const double transfer = std::max({alltoall_transfer_us(bytes, mode), alltoall_protocol_floor_us(bytes),
+                                      alltoall_channel_floor_us(bytes)});
     c.bandwidth_GBps = transfer > 0 ? static_cast<double>(bytes) / (transfer * 1e3) : 0;
     c.pipeline_fill_us = alltoall_fill_us(bytes);
     c.time_us = c.latency_us + c.pipeline_fill_us + transfer;

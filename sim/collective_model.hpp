@@ -95,6 +95,10 @@ class CollectiveModel {
   // The transfer's floor set by the protocol's own rate (LL inside one NVLink domain; 0 else):
   // the all-to-all's transfer is the larger of this and the DES's.
   [[nodiscard]] double alltoall_protocol_floor_us(std::int64_t bytes) const;
+  // The transfer's floor set by NCCL's p2p channels (Simple): each part of a send moves on one
+  // channel at no more than one channel's copy rate, so a GPU sends at most active channels x
+  // that rate (nccl_p2p_plan; the rate's source is in collective_model.cpp).
+  [[nodiscard]] double alltoall_channel_floor_us(std::int64_t bytes) const;
   [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
 
  private:

@@ -304,18 +304,23 @@ std::int64_t nccl_p2p_ll_threshold_bytes(const CommShape& s, const NcclGraph& ri
 }
 
 NcclP2pPlan nccl_p2p_plan(const CommShape& s, const NcclGraph& ring, std::int64_t bytes_per_peer) {
-  if (s.nodes != 1 || s.ranks_per_node < 2 || bytes_per_peer < 0)
-    throw std::invalid_argument("nccl_p2p_plan: one NVLink domain of >= 2 GPUs and bytes >= 0 only");
-  constexpr std::int64_t kNvlChunk = 512 * 1024;        // NCCL_P2P_NVL_CHUNKSIZE (<= Simple buffer / NCCL_STEPS)
+  if (s.ranks() < 2 || bytes_per_peer < 0)
+    throw std::invalid_argument("nccl_p2p_plan: a communicator of >= 2 ranks and bytes >= 0 only");
+  // comm->p2pChunkSize (init.cc): P2P_NET_CHUNKSIZE once the communicator spans nodes, for its
+  // NVLink peers too; P2P_NVL_CHUNKSIZE inside one NVLink domain (<= Simple buffer / NCCL_STEPS).
+  constexpr std::int64_t kNvlChunk = 512 * 1024, kNetChunk = 128 * 1024;
   constexpr std::int64_t kLlStepPayload = 8LL * 512 * 8 * 16 / 8 / 2;  // LL buffer / NCCL_STEPS, half of it flags
-  const int n = s.ranks_per_node;
+  const bool one_domain = s.nodes == 1;
+  const std::int64_t chunk = one_domain ? kNvlChunk : kNetChunk;
+  const int n = s.ranks();
   NcclP2pPlan plan;
   plan.p2p_channels = nccl_p2p_channels(ring);
   plan.channels_per_peer = nccl_p2p_channels_per_peer(s, ring);
   int channels_min = plan.channels_per_peer;  // use all channels, one channel per operation
-  while (channels_min * n > plan.p2p_channels && channels_min > 1) channels_min /= 2;
-  // addP2pToPlan inside one node: parts of at least chunk / 8, doubled while above 32 chunks.
-  const std::int64_t min_part = kNvlChunk / 8, max_part = kNvlChunk * 32;
+  while (static_cast<std::int64_t>(channels_min) * n > plan.p2p_channels && channels_min > 1) channels_min /= 2;
+  // addP2pToPlan: parts of at least chunk / 8 (chunk / 2 across nodes), doubled while above 32
+  // chunks (one chunk across nodes).
+  const std::int64_t min_part = one_domain ? chunk / 8 : chunk / 2, max_part = one_domain ? chunk * 32 : chunk;
   if (bytes_per_peer == 0) {
     plan.parts = 1;
   } else {
@@ -327,9 +332,9 @@ NcclP2pPlan nccl_p2p_plan(const CommShape& s, const NcclGraph& ring, std::int64_
     }
   }
   plan.part_bytes = div_up(bytes_per_peer, plan.parts);
-  plan.ll = bytes_per_peer <= nccl_p2p_ll_threshold_bytes(s, ring);
-  plan.step_bytes = std::min(plan.part_bytes, plan.ll ? kLlStepPayload : kNvlChunk);
-  plan.active_channels = std::min(plan.p2p_channels, (n - 1) * plan.parts);
+  plan.ll = s.ranks_per_node >= 2 && bytes_per_peer <= nccl_p2p_ll_threshold_bytes(s, ring);
+  plan.step_bytes = std::min(plan.part_bytes, plan.ll ? kLlStepPayload : chunk);
+  plan.active_channels = static_cast<int>(std::min<std::int64_t>(plan.p2p_channels, static_cast<std::int64_t>(n - 1) * plan.parts));
   return plan;
 }
 

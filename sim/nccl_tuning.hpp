@@ -145,20 +145,20 @@ class NcclTuningModel {
 [[nodiscard]] int nccl_p2p_channels_per_peer(const CommShape& shape, const NcclGraph& ring);
 [[nodiscard]] std::int64_t nccl_p2p_ll_threshold_bytes(const CommShape& shape, const NcclGraph& ring);
 
-// How NCCL splits one all-to-all's share for one peer over its p2p channels inside one NVLink
-// domain (NCCL 2.28: paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
-// scheduleP2pTasksToPlan / addP2pToPlan). Every peer's send goes over `parts` channels of
-// `part_bytes`, each moved in steps of `step_bytes`.
+// How NCCL splits one all-to-all's share for one peer over its p2p channels (NCCL 2.28:
+// paths.cc ncclTopoComputeP2pChannels / ncclTopoGetNchannels, enqueue.cc
+// scheduleP2pTasksToPlan / addP2pToPlan, init.cc's p2pChunkSize). Every peer's send goes over
+// `parts` channels of `part_bytes`, each moved in steps of `step_bytes`.
 struct NcclP2pPlan {
   int p2p_channels = 0;       // comm->p2pnChannels: pow2Up of the communicator's channels
-  int channels_per_peer = 0;  // comm->p2pnChannelsPerPeer: 2 per NVLink, pow2Up, at most p2p_channels
+  int channels_per_peer = 0;  // comm->p2pnChannelsPerPeer: the fewest any peer asks for, pow2Up, at most p2p_channels
   int parts = 0;              // channels this peer's send is split over
   std::int64_t part_bytes = 0;
-  bool ll = false;            // LL up to nccl_p2p_ll_threshold_bytes per peer, else Simple
-  std::int64_t step_bytes = 0;  // payload per pipeline step: P2P_NVL_CHUNKSIZE (Simple), an LL slot
+  bool ll = false;            // an NVLink peer's send runs LL (up to nccl_p2p_ll_threshold_bytes); network peers never
+  std::int64_t step_bytes = 0;  // payload per pipeline step: p2pChunkSize (Simple; NVL 512 KiB, NET 128 KiB across nodes), an LL slot
   int active_channels = 0;    // channels carrying a part: min(p2p_channels, peers x parts)
 };
-// For a communicator of one NVLink domain (shape.nodes == 1) whose searched ring graph is `ring`
+// For a communicator of >= 2 ranks whose searched ring graph is `ring`
 // (NcclTuningModel::graph(NcclAlgo::ring)) and `bytes_per_peer` sent to each peer; throws
 // std::invalid_argument otherwise.
 [[nodiscard]] NcclP2pPlan nccl_p2p_plan(const CommShape& shape, const NcclGraph& ring, std::int64_t bytes_per_peer);

@@ -132,7 +132,7 @@ struct IntraDomainPriorEstimate {
 [[nodiscard]] IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<PublishedRow>& rows);
 // intra_domain_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
 inline constexpr double kIntraLinkTimeLow = 1.023, kIntraLinkTimeHigh = 1.276;              // 8 groups
-inline constexpr double kIntraAlltoallVsRingLow = 0.875, kIntraAlltoallVsRingHigh = 1.129;  // 6 pairs
+inline constexpr double kIntraAlltoallVsRingLow = 0.818, kIntraAlltoallVsRingHigh = 1.048;  // 6 pairs
 
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).

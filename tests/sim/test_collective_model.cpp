@@ -500,7 +500,18 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   tray.nvlink_GBps = 900;
   CHECK(plan_of(tray, 1 << 20).parts == 8);
   CHECK(plan_of(tray, 1 << 20).p2p_channels == 32);
-  CHECK_THROWS_AS(plan_of(hopper(2, 8), 1 << 20), std::invalid_argument);
+  // Across nodes (2 x 8, 16 p2p channels): p2pChunkSize is P2P_NET_CHUNKSIZE (128 KiB) for every
+  // peer, parts of 64 KiB to 128 KiB; a network peer asks for 2 channels, so every peer's send
+  // takes at most 2; an operation starts on 1 (2 x 16 ranks > 16) and doubles above 128 KiB.
+  const CommShape two_nodes = hopper(2, 8);
+  CHECK(plan_of(two_nodes, 1 << 20).p2p_channels == 16);
+  CHECK(plan_of(two_nodes, 1 << 20).channels_per_peer == 2);
+  CHECK(plan_of(two_nodes, 1 << 20).parts == 2);
+  CHECK(plan_of(two_nodes, 1 << 20).step_bytes == 128 * 1024);
+  CHECK(plan_of(two_nodes, 96 * 1024).parts == 1);
+  CHECK(plan_of(two_nodes, 1 << 20).active_channels == 16);  // 15 peers x 2, at most the 16 channels
+  CHECK_THROWS_AS(plan_of(hopper(1, 1), 1 << 20), std::invalid_argument);
+  CHECK_THROWS_AS(plan_of(node, -1), std::invalid_argument);
 
   // The fill: one 512 KiB step at the channel's share (1 / 28) of NCCL's NVLink rate, 450 x 0.824.
   const auto spec = topo::preset("h100-ndr400");
@@ -521,6 +532,36 @@ TEST_CASE("all-to-all inside one NVLink domain: NCCL's p2p split and the step pi
   const CollectiveModel two(spec, 2, 8);
   CHECK(two.alltoall_fill_us(64LL << 20) == 0);
   CHECK(two.alltoall_protocol_floor_us(16 * 4096) == 0);
+}
+
+TEST_CASE("all-to-all: a send moves no faster than its p2p channels' copy rate", "[collective][model]") {
+  constexpr double kChannel = 21.0;  // GB/s per p2p channel (collective_model.cpp, measured)
+  // A GB300 tray (4 ranks): 32 MiB per peer splits into 8 parts, 24 channels for 3 peers carry
+  // 3 x 32 MiB at 24 x 21 = 504 GB/s, below NCCL's NVLink 5 rate (18 x 40.1 = 722): the floor sets
+  // the transfer.
+  const CollectiveModel tray(topo::preset("gb300-nvl72"), 1, 4);
+  const std::int64_t s = 128LL << 20;
+  CHECK(tray.alltoall_channel_floor_us(s) == Approx(3 * 33554432.0 / (24 * kChannel * 1000)));
+  CHECK(tray.alltoall_channel_floor_us(s) > tray.alltoall_transfer_us(s, Mode::fast));
+  const auto c = tray.cost(CollectiveOp::alltoall, s);
+  CHECK(c.time_us == Approx(c.latency_us + c.pipeline_fill_us + tray.alltoall_channel_floor_us(s)));
+  // 4 GiB: 32 parts per peer, all 32 p2p channels: 672 GB/s, still below the links.
+  CHECK(tray.alltoall_channel_floor_us(4LL << 30) == Approx(3.0 * (1LL << 30) / (32 * kChannel * 1000)));
+  // One H100 node: 28 channels x 21 = 588 GB/s exceed NVLink's 371, so the links decide.
+  const CollectiveModel node(topo::preset("h100-ndr400"), 1, 8);
+  CHECK(node.alltoall_channel_floor_us(64LL << 20) < node.alltoall_transfer_us(64LL << 20, Mode::fast));
+  // LL sends have their own floor; the channel floor is Simple's.
+  CHECK(node.alltoall_channel_floor_us(8 * 524288) == 0);
+  // 2 nodes of 1 GPU: the one network peer's send takes 2 channels, 42 GB/s of a 48 GB/s NIC.
+  const CollectiveModel pair(topo::preset("h100-ndr400"), 2, 1);
+  const std::int64_t big = 4LL << 30;
+  CHECK(pair.alltoall_channel_floor_us(big) == Approx(2.0 * (1LL << 30) / (2 * kChannel * 1000)));
+  CHECK(pair.cost(CollectiveOp::alltoall, big).time_us ==
+        Approx(pair.alltoall_latency_us(big) + pair.alltoall_channel_floor_us(big)));
+  // From 2 network peers on, 4 channels: the NIC decides again.
+  const CollectiveModel three(topo::preset("h100-ndr400"), 3, 1);
+  CHECK(three.alltoall_channel_floor_us(big) < three.alltoall_transfer_us(big, Mode::fast));
+  CHECK(CollectiveModel(topo::preset("h100-ndr400"), 1, 1).alltoall_channel_floor_us(big) == 0);
 }
 
 TEST_CASE("all-to-all across nodes: network peers run Simple, NVLink peers LL below NCCL's threshold",
