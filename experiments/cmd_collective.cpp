@@ -123,8 +123,10 @@ int run_collective(std::span<const std::string> args) {
       ("minbytes,b", po::value<std::string>(), "smallest size of a sweep")
       ("maxbytes,e", po::value<std::string>(), "largest size of a sweep")
       ("stepfactor,f", po::value<std::int64_t>()->default_value(2), "size multiplier of a sweep")
-      ("src", po::value<std::int64_t>()->default_value(0), "sendrecv: sending rank")
-      ("dst", po::value<std::int64_t>()->default_value(1), "sendrecv: receiving rank")
+      ("src", po::value<std::int64_t>(),
+       "sendrecv: price one message from this rank to --dst (default: nccl-tests' sendrecv, every rank r to r+1; "
+       "with --algorithm: 0)")
+      ("dst", po::value<std::int64_t>(), "sendrecv: the receiving rank of --src's message (with --algorithm: 1)")
       ("mode", po::value<std::string>()->default_value("fast"), "fast (symmetry where provable) | exact (one flow per message)")
       ("dump-topology", po::value<std::string>(), "write the fabric as GraphViz to this .dot file");
   cmd.offer_csv();
@@ -150,8 +152,8 @@ int run_collective(std::span<const std::string> args) {
   if (nodes < 1 || nodes * g > (1 << 20)) throw_bad_usage("--nodes", std::to_string(nodes), "an integer >= 1 (at most 2^20 ranks)");
   sim::CollectiveSpec spec;
   spec.op = parse_op(vm["op"].as<std::string>());
-  // The collective model prices every op but send/recv; --algorithm asks for the raw DES.
-  const bool use_model = !cmd.has("algorithm") && spec.op != sim::CollectiveOp::sendrecv;
+  // The collective model prices every op; --algorithm asks for the raw DES.
+  const bool use_model = !cmd.has("algorithm");
   const sim::NcclChoice choice = sim::NcclChoice::parse(vm["algo"].as<std::string>(), vm["proto"].as<std::string>());
   if (choice.names_collnet()) {
     throw_bad_usage("--algo", vm["algo"].as<std::string>(),
@@ -165,8 +167,21 @@ int run_collective(std::span<const std::string> args) {
                                 : spec.op == sim::CollectiveOp::alltoall ? "direct" : "ring";
   if (algorithm != "direct" && algorithm != "ring") throw_bad_usage("--algorithm", algorithm, "direct or ring");
   spec.algorithm = algorithm == "ring" ? sim::Algorithm::ring : sim::Algorithm::direct;
-  spec.src = static_cast<int>(vm["src"].as<std::int64_t>());
-  spec.dst = static_cast<int>(vm["dst"].as<std::int64_t>());
+  // One message (--src/--dst, both or neither) or, with the model and neither, nccl-tests' sendrecv.
+  if (cmd.has("src") != cmd.has("dst")) throw UsageError("collective: --src and --dst go together");
+  if (cmd.has("src") && spec.op != sim::CollectiveOp::sendrecv)
+    throw_bad_usage("--src", std::to_string(vm["src"].as<std::int64_t>()), "--src/--dst with --op sendrecv only");
+  const bool one_message = cmd.has("src");
+  const auto rank_arg = [&](const char* flag) {
+    const std::int64_t r = vm[flag].as<std::int64_t>();
+    const std::int64_t w = nodes * g;
+    if (r < 0 || r >= w) throw_bad_usage(std::string("--") + flag, std::to_string(r), "a rank in [0, " + std::to_string(w - 1) + "]");
+    return static_cast<int>(r);
+  };
+  if (one_message) {
+    spec.src = rank_arg("src");
+    spec.dst = rank_arg("dst");
+  }
   const std::string mode_name = vm["mode"].as<std::string>();
   if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
   const auto mode = mode_name == "fast" ? sim::Mode::fast : sim::Mode::exact;
@@ -206,6 +221,10 @@ int run_collective(std::span<const std::string> args) {
   if (use_model) model.emplace(fabric, static_cast<int>(nodes), static_cast<int>(g), model_options);
   nlohmann::json config = sim::collective_config_json(spec, mode_name, nodes, g, topology, fabric);
   if (use_model) config.update({{"algorithm", "model"}, {"algo", vm["algo"].as<std::string>()}, {"proto", vm["proto"].as<std::string>()}});
+  if (spec.op == sim::CollectiveOp::sendrecv) {
+    if (one_message || !use_model) config.update({{"src", spec.src}, {"dst", spec.dst}});
+    else config["pattern"] = "nccl-tests sendrecv: every rank r to r+1";
+  }
   log(cmd.common(), "collective: " + config.dump());
   // --db: one run per size, so an interrupted sweep resumes at the first size not stored.
   Recorder recorder(cmd.common(), "collective");
@@ -217,14 +236,17 @@ int run_collective(std::span<const std::string> args) {
     spec.bytes = s;
     nlohmann::json run_config = config;
     run_config["size_bytes"] = s;
-    if (spec.op == sim::CollectiveOp::sendrecv) run_config.update({{"src", spec.src}, {"dst", spec.dst}});
     if (recorder.skip(run_config)) continue;
     std::optional<sim::CollectiveCost> cost;
     sim::CollectiveResult r;
     if (use_model) {
-      cost = model->cost(spec.op, s, choice, mode);
+      cost = spec.op == sim::CollectiveOp::sendrecv && one_message ? model->sendrecv(s, spec.src, spec.dst, mode)
+                                                                    : model->cost(spec.op, s, choice, mode);
       r.time = sim::SimTime::ps(std::llround(cost->time_us * 1e6));
-      r.messages = spec.op == sim::CollectiveOp::alltoall ? static_cast<std::uint64_t>(topology.ranks()) * (topology.ranks() - 1) : 0;
+      const auto w = static_cast<std::uint64_t>(topology.ranks());
+      r.messages = spec.op == sim::CollectiveOp::alltoall   ? w * (w - 1)
+                   : spec.op == sim::CollectiveOp::sendrecv ? (one_message ? 1 : w)
+                                                            : 0;
     } else {
       r = sim::simulate_collective(topology, spec, mode);
     }

@@ -122,7 +122,8 @@ int run_validate_collectives(std::span<const std::string> args) {
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
-              "own tuning model (all-to-all: the closed form max(intra, inter) + latency). With --nccl-tests: the "
+              "own tuning model (all-to-all: the closed form max(intra, inter) + latency; send/recv: the raw DES of one "
+              "message per pair). With --nccl-tests: the "
               "rows of your own cluster's nccl-tests logs on the fabric preset you name.");
   cmd.options().add_options()
       ("published", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 
 #include "common/error.hpp"
 
@@ -100,7 +101,8 @@ NcclFunc to_nccl(CollectiveOp op) {
 }
 
 bool names_collnet(const NcclChoice& choice, CollectiveOp op) {
-  return op == CollectiveOp::alltoall ? choice.names_collnet() : choice.of(to_nccl(op)).names_collnet;
+  const bool p2p = op == CollectiveOp::alltoall || op == CollectiveOp::sendrecv;
+  return p2p ? choice.names_collnet() : choice.of(to_nccl(op)).names_collnet;
 }
 
 CommShape comm_shape(const topo::FabricSpec& fabric, int nodes, int gpus_per_node) {
@@ -427,6 +429,65 @@ double CollectiveModel::alltoall_transfer_us(std::int64_t bytes, Mode mode) cons
   return us;
 }
 
+double CollectiveModel::message_transfer_us(std::int64_t bytes, int src, int dst, Mode mode) const {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_tuple(static_cast<int>(mode), bytes, src, dst);
+  if (const auto it = message_cache_.find(key); it != message_cache_.end()) return it->second;
+  if (!topology_) topology_ = topo::shared_topology(spec_, hosts_, gpus_per_node_);
+  CollectiveSpec spec;
+  spec.op = CollectiveOp::sendrecv;
+  spec.bytes = bytes;
+  spec.src = src;
+  spec.dst = dst;
+  spec.pxn = options_.pxn;
+  const double us = simulate_collective(*topology_, spec, mode).time.to_us();
+  message_cache_.emplace(key, us);
+  return us;
+}
+
+CollectiveCost CollectiveModel::sendrecv(std::int64_t bytes, int src, int dst, Mode mode, bool duplex) const {
+  if (bytes < 0) throw_bad_usage("--bytes", std::to_string(bytes), "a size >= 0");
+  const std::string range = "a rank in [0, " + std::to_string(ranks() - 1) + "]";
+  if (src < 0 || src >= ranks()) throw_bad_usage("--src", std::to_string(src), range);
+  if (dst < 0 || dst >= ranks()) throw_bad_usage("--dst", std::to_string(dst), range);
+  CollectiveCost c;
+  c.op = CollectiveOp::sendrecv;
+  c.algorithm = "p2p";
+  c.protocol = "simple";
+  if (bytes == 0 || src == dst) return c;  // nothing leaves the rank (a send to itself is a local copy)
+  const CommShape& s = shape_;
+  const int g = s.ranks_per_node;
+  const bool network = src / g != dst / g;  // NCCL's nodes are the NVLink domains
+  const NcclP2pPlan plan = nccl_p2p_plan(s, nccl_.graph(NcclAlgo::ring), bytes);
+  // A network peer always runs Simple (no LL buffers on p2p network connections).
+  const NcclProto p = !network && plan.ll ? NcclProto::ll : NcclProto::simple;
+  c.protocol = to_string(p);
+  // Latency: NCCL's base, the message route's one hop and, across domains, the proxy's post.
+  double hop = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
+  if (network) {
+    const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
+    hop = network_hop_us(nccl_hw_latency_us(true, net_algo, p), p) + options_.extra_hop_latency_us +
+          options_.net_hop_extra_us + s.net_overhead_us;
+  }
+  c.latency_us = nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + hop + options_.call_overhead_us;
+  // Transfer: the DES's time for the message, at least its protocol's rate: LL's (half NCCL's LL
+  // ring ceiling when every GPU also receives, as in the all-to-all) or its parts' channel copy
+  // rate (Simple).
+  const double b = static_cast<double>(bytes);
+  const double floor = p == NcclProto::ll ? b / (1000.0 * nccl_ll_max_bw_GBps(s) / (duplex ? 2 : 1))
+                                          : b / (1000.0 * plan.parts * kP2pChannelGBps);
+  const double transfer = std::max(message_transfer_us(bytes, src, dst, mode), floor);
+  c.bandwidth_GBps = b / (transfer * 1e3);
+  // Inside one NVLink domain one more step of the parts' two-stage pipeline, at each part's share
+  // of the GPU's NVLink (as the all-to-all's fill); across domains the network hides it.
+  if (s.nodes == 1) {
+    const double part_GBps = s.nvlink_GBps * spec_.nvlink_efficiency / plan.parts;
+    c.pipeline_fill_us = static_cast<double>(plan.step_bytes) / (1000.0 * part_GBps);
+  }
+  c.time_us = c.latency_us + c.pipeline_fill_us + transfer;
+  return c;
+}
+
 CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed, Mode mode) const {
   if (bytes < 0) throw_bad_usage("--bytes", std::to_string(bytes), "a size >= 0");
   CollectiveCost c;
@@ -449,7 +510,17 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     return c;
   }
   if (op == CollectiveOp::sendrecv) {
-    throw std::invalid_argument("CollectiveModel::cost: send/recv goes through simulate_collective");
+    // nccl-tests' sendrecv: rank r sends to r + 1 and receives from r - 1, every GPU both ways. Its
+    // pairs are of two kinds, inside an NVLink domain and across domains (the last rank of a
+    // domain to the first of the next); each GPU's links carry one send and one receive, so no
+    // two pairs share a link and the call takes as long as its slowest pair.
+    CollectiveCost slowest = sendrecv(bytes, 0, 1, mode, true);
+    const int domain = shape_.ranks_per_node;
+    if (shape_.nodes > 1 && domain > 1) {
+      CollectiveCost across = sendrecv(bytes, domain - 1, domain, mode, true);
+      if (across.time_us > slowest.time_us) slowest = std::move(across);
+    }
+    return slowest;
   }
   const NcclFunc f = to_nccl(op);
   const auto nccl = nccl_.choose(f, bytes, allowed);

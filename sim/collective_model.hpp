@@ -11,6 +11,9 @@
 //    where the bandwidth is the slowest of: the GPU's NVLink rate, the node's NICs, and the
 //    protocol's per-channel ceiling (NCCL's published LL/LL128 caps), and NVLS's in-switch
 //    reduction moves S·(1 + 1/G) per GPU instead of a ring's 2S·(G−1)/G;
+//  * send/recv (cost(): nccl-tests' sendrecv, every rank r sending to r + 1 and receiving from
+//    r - 1 in one group; its time is its slowest pair's, one inside an NVLink domain and one
+//    across domains): the all-to-all's p2p rules below for a single peer (sendrecv());
 //  * all-to-all: NCCL's grouped p2p. The latency part is a base plus rounds of at most
 //    `p2p_concurrent_peers` peers (each round one hop of the slowest route kind) or, when larger,
 //    the proxy's serial posting of every network message (NCCL's net overhead per message);
@@ -31,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "sim/collectives.hpp"
 #include "sim/nccl_tuning.hpp"
@@ -100,6 +104,15 @@ class CollectiveModel {
   // that rate (nccl_p2p_plan; the rate's source is in collective_model.cpp).
   [[nodiscard]] double alltoall_channel_floor_us(std::int64_t bytes) const;
   [[nodiscard]] NcclProto alltoall_protocol(std::int64_t bytes) const;
+  // One p2p message of `bytes` from rank `src` to rank `dst` of this communicator (ncclSend /
+  // ncclRecv in one group), priced as NCCL runs it: the peer's protocol (an NVLink peer LL up to
+  // nccl_p2p_ll_threshold_bytes, a network peer Simple), a base and one hop, the DES's time for
+  // the message on the fabric, at least its parts' channel copy rate (Simple) or LL's rate, and
+  // inside one NVLink domain one step of the channels' pipeline. `duplex`: every GPU also
+  // receives as much in the same call (nccl-tests' sendrecv), which halves LL's rate per GPU.
+  // Throws UsageError for ranks outside the communicator.
+  [[nodiscard]] CollectiveCost sendrecv(std::int64_t bytes, int src, int dst, Mode mode = Mode::fast,
+                                        bool duplex = false) const;
 
  private:
   // The protocol of the sends to NVLink peers: LL up to nccl_p2p_ll_threshold_bytes per peer.
@@ -115,6 +128,9 @@ class CollectiveModel {
   mutable std::mutex mutex_;
   mutable std::shared_ptr<const topo::Topology> topology_;
   mutable std::map<std::pair<int, std::int64_t>, double> transfer_cache_;
+  // One message's DES time per (mode, bytes, src, dst).
+  mutable std::map<std::tuple<int, std::int64_t, int, int>, double> message_cache_;
+  [[nodiscard]] double message_transfer_us(std::int64_t bytes, int src, int dst, Mode mode) const;
   // One network step: the larger of NCCL's constant and the fabric's per-message latency (plus a
   // Simple completion); docs/simulator.md, "dionsim's price".
   [[nodiscard]] double network_hop_us(double nccl_hop_us, NcclProto p) const;
@@ -125,7 +141,7 @@ class CollectiveModel {
 
 [[nodiscard]] NcclFunc to_nccl(CollectiveOp op);  // throws std::invalid_argument for all-to-all / p2p
 // Whether NCCL_ALGO names a CollNet algorithm for `op` (CollNet/SHARP: not priced). NCCL_ALGO
-// governs no all-to-all, so for one any function's entry counts.
+// governs no p2p (all-to-all, send/recv), so for one any function's entry counts.
 [[nodiscard]] bool names_collnet(const NcclChoice& choice, CollectiveOp op);
 
 // NCCL's per-link NVLink rate over the nominal (topo.h): the achievable fraction of nvlink_GBps.

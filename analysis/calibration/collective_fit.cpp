@@ -42,7 +42,8 @@ std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTest
                                                                {"reduce_scatter", sim::CollectiveOp::reducescatter},
                                                                {"all_reduce", sim::CollectiveOp::allreduce},
                                                                {"all_to_all", sim::CollectiveOp::alltoall},
-                                                               {"alltoall", sim::CollectiveOp::alltoall}};
+                                                               {"alltoall", sim::CollectiveOp::alltoall},
+                                                               {"send_recv", sim::CollectiveOp::sendrecv}};
   std::vector<CollectiveSample> out;
   int skipped = 0;
   for (const auto& run : runs) {

@@ -1,7 +1,7 @@
 #pragma once
 // `dionsim calibrate --nccl-tests LOG[,LOG…] --fabric F`: the collective model's fabric
 // parameters fitted to nccl-tests output of the user's own cluster — every block (all-gather,
-// reduce-scatter, all-reduce, all-to-all) and every size row — with standard errors.
+// reduce-scatter, all-reduce, all-to-all, send/recv) and every size row — with standard errors.
 //
 // The model is sim::CollectiveModel on the preset F at each block's shape (nodes x world/nodes);
 // the fit frees four parameters:

@@ -159,7 +159,7 @@ namespace {
 
 bool is_modelled(const PublishedRow& row) {
   return row.collective == "allgather" || row.collective == "reducescatter" || row.collective == "allreduce" ||
-         row.collective == "alltoall";
+         row.collective == "alltoall" || row.collective == "sendrecv";
 }
 
 CollectiveOp op_of(const PublishedRow& row) {
@@ -167,9 +167,30 @@ CollectiveOp op_of(const PublishedRow& row) {
   if (row.collective == "reducescatter") return CollectiveOp::reducescatter;
   if (row.collective == "allreduce") return CollectiveOp::allreduce;
   if (row.collective == "alltoall") return CollectiveOp::alltoall;
+  if (row.collective == "sendrecv") return CollectiveOp::sendrecv;
   throw std::logic_error("op_of: '" + row.collective + "' is no collective the model prices");
 }
 
+
+// nccl-tests' sendrecv (rank r to r + 1) as the raw DES of one message per pair prices it, before
+// the collective model priced send/recv: its slowest pair, one inside an NVLink domain and one
+// across domains.
+double raw_sendrecv_us(const topo::FabricSpec& spec, int nodes, int gpus_per_node, std::int64_t bytes) {
+  const auto topology = topo::shared_topology(spec, nodes, gpus_per_node);
+  const int w = topology->ranks();
+  if (w < 2 || bytes <= 0) return 0;
+  CollectiveSpec message;
+  message.op = CollectiveOp::sendrecv;
+  message.bytes = bytes;
+  message.pxn = true;
+  double slowest = 0;
+  for (const int src : {0, std::min(w, spec.gpus_per_nvlink_domain) - 1}) {
+    message.src = src;
+    message.dst = (src + 1) % w;
+    slowest = std::max(slowest, simulate_collective(*topology, message, Mode::fast).time.to_us());
+  }
+  return slowest;
+}
 
 }  // namespace
 
@@ -210,7 +231,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     p.preset = *preset;
     if (!is_modelled(row)) {
       p.skipped = "not modelled: " + row.collective +
-                  " (dionsim prices all-gather, reduce-scatter, all-reduce and all-to-all)";
+                  " (dionsim prices all-gather, reduce-scatter, all-reduce, all-to-all and send/recv)";
       out.push_back(std::move(p));
       continue;
     }
@@ -253,7 +274,8 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     // An env whose NCCL_ALGO / NCCL_PROTO leave NCCL nothing it enables here (NVLS across NVLink
     // domains runs only with CollNet; a tree all-gather never): NCCL refuses such a call, or ran
     // one the model does not price. Reported, not fatal to the other rows.
-    if (op != CollectiveOp::alltoall && model->ranks() > 1 && row.size_bytes > 0 &&
+    const bool p2p = op == CollectiveOp::alltoall || op == CollectiveOp::sendrecv;  // NCCL_ALGO governs no p2p
+    if (!p2p && model->ranks() > 1 && row.size_bytes > 0 &&
         !model->nccl().choose(sim::to_nccl(op), row.size_bytes, nccl.forced)) {
       p.skipped = "its env's NCCL_ALGO / NCCL_PROTO ('" + env_value(row.env, "NCCL_ALGO") + "' / '" +
                   env_value(row.env, "NCCL_PROTO") + "') leave no algorithm NCCL runs without CollNet for " +
@@ -272,6 +294,11 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
       p.baseline_us = c.nccl->time_us;
       p.nccl_algorithm = to_string(c.nccl->algo);
       p.nccl_protocol = to_string(c.nccl->proto);
+    } else if (op == CollectiveOp::sendrecv) {
+      // Send/recv: the raw DES `collective --algorithm` prices a message with (the fabric's own
+      // per-message latency and efficiency), for the pattern's slowest pair.
+      p.baseline = "closed-form";
+      p.baseline_us = raw_sendrecv_us(spec, nodes, row.gpus_per_node, row.size_bytes);
     } else {
       // All-to-all: the closed form whatif used before this model (max(intra, inter) + latency).
       p.baseline = "closed-form";

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <tuple>
 #include <sstream>
 
 #include "analysis/calibration/collective_fit.hpp"
@@ -216,6 +217,38 @@ TEST_CASE("collective fit: a parameter the logs do not determine keeps the prese
   const double error = both.std_error.call_overhead_us + both.std_error.net_hop_extra_us;
   CHECK(std::abs(latency - 300) < 3 * error + 5);
   CHECK(error < 30);
+}
+
+TEST_CASE("collective fit: send/recv blocks are samples the model prices as nccl-tests ran them",
+          "[calibration][collective_fit]") {
+  // A per-call cost of 40 us under send/recv on one node of 8 and on 2 nodes, and an all-to-all on
+  // 2 nodes: the one-node rows (no network step) separate the per-call cost from the per-step one.
+  const auto fabric = topo::preset("h100-ndr400");
+  CollectiveFitParameters truth = default_parameters(fabric);
+  truth.call_overhead_us = 40;
+  const std::vector<std::int64_t> sizes = {1024, 16384, 262144, 1 << 22, 1 << 26};
+  std::string log;
+  for (const auto& [program, op, nodes] : {std::tuple{"sendrecv_perf", sim::CollectiveOp::sendrecv, 1},
+                                           std::tuple{"sendrecv_perf", sim::CollectiveOp::sendrecv, 2},
+                                           std::tuple{"alltoall_perf", sim::CollectiveOp::alltoall, 2}}) {
+    const auto model = calibrated_model(fabric, truth, nodes, 8);
+    log += nccl_tests_block(program, nodes, 8, sizes, [&, op = op](std::int64_t b) { return model->cost(op, b).time_us; });
+  }
+  const auto samples = samples_from_nccl_tests(parse_nccl_tests_output(log, "p2p.log"), "p2p.log");
+  REQUIRE(samples.size() == 3 * sizes.size());
+  CHECK(samples[0].op == sim::CollectiveOp::sendrecv);
+  CHECK(samples[0].nodes == 1);
+  CHECK(samples[sizes.size()].nodes == 2);
+  CHECK(samples[0].gpus_per_node == 8);
+  const auto predicted = predict_samples(fabric, truth, samples);
+  for (std::size_t i = 0; i < samples.size(); ++i) CHECK(predicted[i] == Approx(samples[i].time_us).epsilon(1e-3));
+  const auto fit = fit_collective_model(fabric, samples);
+  std::string names;
+  for (const auto& n : fit.fitted) names += n + " ";
+  for (const auto& n : fit.undetermined) names += "(" + n + ") ";
+  INFO(names << fit.value.call_overhead_us << " " << fit.value.net_hop_extra_us);
+  REQUIRE(std::find(fit.fitted.begin(), fit.fitted.end(), "collective_call_overhead_us") != fit.fitted.end());
+  CHECK(fit.value.call_overhead_us == Approx(40).margin(2 * fit.std_error.call_overhead_us + 0.5));
 }
 
 TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration][collective_fit]") {

@@ -90,7 +90,7 @@ TEST_CASE("a log's rows are predicted exactly as the same rows of a published CS
   CHECK(efa[0].dionsim_us != a[0].dionsim_us);
 }
 
-TEST_CASE("a log's NCCL variables force the algorithm, its 0-byte row is priced at 0, other tests are not predicted",
+TEST_CASE("a log's NCCL variables force the algorithm, its 0-byte row is priced at 0, its send/recv is p2p",
           "[calibration][published][logs]") {
   const auto forced = parse_nccl_tests_output(
       two_by_two_log("hostA:1:1 [0] NCCL INFO NCCL_ALGO set by environment to Tree\n"), "tree.log");
@@ -111,7 +111,14 @@ TEST_CASE("a log's NCCL variables force the algorithm, its 0-byte row is priced 
   CHECK(predicted[0].dionsim_us == 0);  // an empty call: NCCL >= 2.22 launches nothing
   CHECK(predicted[2].algorithm == "tree");
   CHECK(predicted[4].algorithm == "tree");
-  CHECK(predicted[6].skipped.starts_with("not modelled: sendrecv"));
+  // Send/recv between 2 hosts of one GPU: one network peer, Simple, NCCL_ALGO governs no p2p; 128 MiB
+  // on 2 channels of 21 GB/s (the NIC's 48 would be faster): ~3.2 ms + latency.
+  CHECK(predicted[6].skipped.empty());
+  CHECK(predicted[6].algorithm == "p2p");
+  CHECK(predicted[6].protocol == "simple");
+  CHECK(predicted[6].dionsim_us == Approx(134217728.0 / (2 * 21.0 * 1000)).epsilon(0.01));
+  CHECK(predicted[6].baseline == "closed-form");
+  CHECK(predicted[6].baseline_us > 0);
   // Without the variable NCCL's own choice runs: on 2 x 2 H100s a ring at both sizes.
   const auto free = predict_published(
       rows_from_nccl_tests(parse_nccl_tests_output(two_by_two_log(""), "free.log"), "free.log", "h100-ndr400"));

@@ -564,6 +564,64 @@ TEST_CASE("all-to-all: a send moves no faster than its p2p channels' copy rate",
   CHECK(CollectiveModel(topo::preset("h100-ndr400"), 1, 1).alltoall_channel_floor_us(big) == 0);
 }
 
+TEST_CASE("send/recv: one p2p message priced by NCCL's parts, and nccl-tests' pattern by its slowest pair",
+          "[collective][model]") {
+  constexpr double kChannel = 21.0;  // GB/s per p2p channel (collective_model.cpp, measured)
+  const auto spec = topo::preset("h100-ndr400");
+  // One H100 node of 8: an operation starts on 4 channels (4 x 8 = 32 p2p channels); 32 MiB
+  // moves in 4 parts at 4 x 21 = 84 GB/s, below NVLink's 371; 128 MiB in 8 (32 MiB parts are
+  // above 16 MiB), 168 GB/s; from 512 MiB 32 parts outrun the link.
+  const CollectiveModel node(spec, 1, 8);
+  const auto at = [&](std::int64_t bytes) { return node.cost(CollectiveOp::sendrecv, bytes); };
+  const double base_and_hop = at(32LL << 20).latency_us;
+  // NCCL's ring/Simple base and one NVLink hop of Simple.
+  CHECK(base_and_hop ==
+        Approx(nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + nccl_hw_latency_us(false, NcclAlgo::ring, NcclProto::simple)));
+  // Across nodes: a network step (NCCL's Simple constant, InfiniBand adds nothing) and the
+  // proxy's 1 us post instead of the NVLink hop.
+  CHECK(CollectiveModel(spec, 2, 1).cost(CollectiveOp::sendrecv, 1 << 20).latency_us ==
+        Approx(nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) +
+               nccl_hw_latency_us(true, NcclAlgo::tree, NcclProto::simple) + 1.0));
+  CHECK(at(32LL << 20).time_us == Approx(base_and_hop + at(32LL << 20).pipeline_fill_us +
+                                         33554432.0 / (4 * kChannel * 1000)));
+  CHECK(at(64LL << 20).bandwidth_GBps == Approx(4 * kChannel));
+  CHECK(at(128LL << 20).bandwidth_GBps == Approx(8 * kChannel));
+  CHECK(at(1LL << 30).bandwidth_GBps == Approx(450 * 0.824).epsilon(1e-6));  // NCCL's NVLink rate
+  CHECK(at(32LL << 20).protocol == "simple");
+  CHECK(at(32LL << 20).algorithm == "p2p");
+  // LL up to the channels per peer x 16 KiB = 512 KiB, at half NCCL's LL ring ceiling (141 GB/s)
+  // when every GPU also receives.
+  CHECK(at(512 * 1024).protocol == "ll");
+  CHECK(at(512 * 1024 + 1).protocol == "simple");
+  const auto one = node.sendrecv(512 * 1024, 0, 1);  // a lone message: the full ceiling
+  CHECK(at(512 * 1024).time_us - at(512 * 1024).latency_us - at(512 * 1024).pipeline_fill_us ==
+        Approx(524288.0 / (70.5 * 1000)));
+  CHECK(one.time_us - one.latency_us - one.pipeline_fill_us == Approx(524288.0 / (141 * 1000)));
+  // Nothing to send: 0.
+  CHECK(at(0).time_us == 0);
+  CHECK(node.sendrecv(1 << 20, 3, 3).time_us == 0);
+
+  // 2 nodes of 8: the pattern's slowest pair is the one across nodes (7 -> 8): Simple over the
+  // network, 2 channels (every peer's send takes at most the network peer's 2), 42 GB/s.
+  const CollectiveModel two(spec, 2, 8);
+  const auto across = two.sendrecv(1LL << 30, 7, 8, Mode::fast, true);
+  const auto inside = two.sendrecv(1LL << 30, 0, 1, Mode::fast, true);
+  CHECK(across.protocol == "simple");
+  CHECK(across.bandwidth_GBps == Approx(2 * kChannel));
+  CHECK(across.latency_us > inside.latency_us);  // a network step and the proxy's post
+  CHECK(two.cost(CollectiveOp::sendrecv, 1LL << 30).time_us == Approx(across.time_us));
+  CHECK(across.pipeline_fill_us == 0);  // the network hides the NVLink copies
+  // The DES decides where the link is slower than the channels: a 10 GB/s NIC.
+  auto slow = spec;
+  slow.nic_GBps = 10;
+  const CollectiveModel slow_two(slow, 2, 1);
+  CHECK(slow_two.cost(CollectiveOp::sendrecv, 1LL << 30).bandwidth_GBps == Approx(10 * 0.96).epsilon(1e-6));
+  // Fast and exact DES agree; ranks outside the communicator are refused naming the flag.
+  CHECK(two.sendrecv(64LL << 20, 7, 8, Mode::exact).time_us == Approx(two.sendrecv(64LL << 20, 7, 8).time_us));
+  CHECK_THROWS_AS(two.sendrecv(1024, 0, 16), UsageError);
+  CHECK_THROWS_AS(two.sendrecv(1024, -1, 1), UsageError);
+}
+
 TEST_CASE("all-to-all across nodes: network peers run Simple, NVLink peers LL below NCCL's threshold",
           "[collective][model]") {
   // p2p network connections have no LL buffers (net.cc): a 4 KiB-per-peer all-to-all over 2 x 8
@@ -766,7 +824,7 @@ TEST_CASE("validate-collectives: a GPU no preset describes is skipped and named,
   const auto with_broadcast = predict_published(other);
   CHECK(with_broadcast[0].skipped.empty());
   CHECK(with_broadcast[1].skipped ==
-        "not modelled: broadcast (dionsim prices all-gather, reduce-scatter, all-reduce and all-to-all)");
+        "not modelled: broadcast (dionsim prices all-gather, reduce-scatter, all-reduce, all-to-all and send/recv)");
   CHECK(predictions[2].skipped.find("'GH200 480GB'") != std::string::npos);
   CHECK(predictions[0].dionsim_us > 0);
 }
