@@ -50,6 +50,7 @@ std::string fitted_parameters(const analysis::ClusterExtrapolation& c) {
   add("collective_net_hop_extra_us", v.net_hop_extra_us, e.net_hop_extra_us);
   add("nic_efficiency", v.nic_efficiency, e.nic_efficiency);
   add("collective_nvlink_scale", v.nvlink_scale, e.nvlink_scale);
+  add("collective_p2p_channel_GBps", v.p2p_channel_GBps, e.p2p_channel_GBps);
   return out;
 }
 

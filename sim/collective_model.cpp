@@ -56,15 +56,15 @@ constexpr double kSimpleCompletionUs = 3.0;
 // NCCL's own model (NVIDIA's figures for InfiniBand) charges one NVLS latency for both.
 constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
 
-// The rate one p2p channel moves its parts at. NCCL runs every part of a send on one channel, one
-// thread block copying it into the peer's (or the proxy's) buffer, so a send split over k parts
-// moves at no more than k times this, however fast the links. Measured, not NCCL's: the slope of
-// NCCL 2.29.2's single-peer send/recv (nccl-tests sendrecv_perf) on one 8-GPU H100 node between
-// sizes that NCCL splits into the same number of parts (4 or 8), 60 slopes of the 20
+// kP2pChannelGBps, the rate one p2p channel moves its parts at. NCCL runs every part of a send on
+// one channel, one thread block copying it into the peer's (or the proxy's) buffer, so a send split
+// over k parts moves at no more than k times this, however fast the links. Measured, not NCCL's:
+// the slope of NCCL 2.29.2's single-peer send/recv (nccl-tests sendrecv_perf) on one 8-GPU H100
+// node between sizes that NCCL splits into the same number of parts (4 or 8), 60 slopes of the 20
 // single-node logs of xxrjun/nccl-tests-cluster example-cluster01: median 20.96 GB/s, range
 // 20.0-21.7 (scripts/p2p_channel_rate.py). Those logs' send/recv rows are in no scored set
-// (measurements.csv holds none). Carried to other GPU generations until they are measured.
-constexpr double kP2pChannelGBps = 21.0;
+// (measurements.csv holds none). Carried to other GPU generations until they are measured;
+// `calibrate --nccl-tests` fits it (collective_p2p_channel_GBps) where a log's rows move it.
 
 // NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB
 // (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B,
@@ -141,6 +141,8 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
   if (!(std::isfinite(options.net_hop_extra_us) && options.net_hop_extra_us >= -2.5 && options.net_hop_extra_us <= 1e6))
     throw_bad_usage("net_hop_extra_us", std::to_string(options.net_hop_extra_us),
                     "a latency in [-2.5, 1e6] us (a network step stays above 0)");
+  if (!(std::isfinite(options.p2p_channel_GBps) && options.p2p_channel_GBps > 0 && options.p2p_channel_GBps <= 1e4))
+    throw_bad_usage("p2p_channel_GBps", std::to_string(options.p2p_channel_GBps), "a rate in (0, 1e4] GB/s");
   if (!(std::isfinite(options.nvlink_scale) && options.nvlink_scale > 0 &&
         options.nvlink_scale * nccl_nvlink_fraction(shape_.arch) <= 1 + 1e-12))
     throw_bad_usage("nvlink_scale", std::to_string(options.nvlink_scale),
@@ -361,7 +363,7 @@ double CollectiveModel::alltoall_channel_floor_us(std::int64_t bytes) const {
   const std::int64_t per_peer = bytes / ranks();
   const NcclP2pPlan plan = nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), per_peer);
   const double out = static_cast<double>(per_peer) * (ranks() - 1);
-  return out / (1000.0 * plan.active_channels * kP2pChannelGBps);
+  return out / (1000.0 * plan.active_channels * options_.p2p_channel_GBps);
 }
 
 double CollectiveModel::alltoall_protocol_floor_us(std::int64_t bytes) const {
@@ -475,7 +477,7 @@ CollectiveCost CollectiveModel::sendrecv(std::int64_t bytes, int src, int dst, M
   // rate (Simple).
   const double b = static_cast<double>(bytes);
   const double floor = p == NcclProto::ll ? b / (1000.0 * nccl_ll_max_bw_GBps(s) / (duplex ? 2 : 1))
-                                          : b / (1000.0 * plan.parts * kP2pChannelGBps);
+                                          : b / (1000.0 * plan.parts * options_.p2p_channel_GBps);
   const double transfer = std::max(message_transfer_us(bytes, src, dst, mode), floor);
   c.bandwidth_GBps = b / (transfer * 1e3);
   // Inside one NVLink domain one more step of the parts' two-stage pipeline, at each part's share

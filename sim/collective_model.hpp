@@ -42,6 +42,10 @@
 
 namespace dionsim::sim {
 
+// The measured rate of one NCCL p2p channel (ModelOptions::p2p_channel_GBps; the source is in
+// collective_model.cpp).
+inline constexpr double kP2pChannelGBps = 21.0;
+
 // What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
 struct ModelOptions {
   double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
@@ -53,6 +57,10 @@ struct ModelOptions {
   double call_overhead_us = 0;      // once per call (launch, group, proxy wake-up)
   double net_hop_extra_us = 0;      // on every inter-node step, after NCCL's / the fabric's step latency
   double nvlink_scale = 1;          // on NCCL's NVLink rate (nominal x nccl_nvlink_fraction), capped at nominal
+  // The rate one p2p channel moves its parts at (GB/s): NCCL runs every part of a send on one
+  // channel, one thread block, so a send split over k parts moves at no more than k times this.
+  // Measured, not NCCL's: kP2pChannelGBps's source is in collective_model.cpp.
+  double p2p_channel_GBps = kP2pChannelGBps;
 };
 
 struct CollectiveCost {

@@ -133,6 +133,9 @@ nlohmann::json to_json(const WhatifConfig& c) {
     j["collective_net_hop_extra_us"] = c.collective_options.net_hop_extra_us;
     j["collective_nvlink_scale"] = c.collective_options.nvlink_scale;
   }
+  // Apart from the three above: configurations calibrated before it existed keep their hash.
+  if (c.collective_options.p2p_channel_GBps != uncalibrated.p2p_channel_GBps)
+    j["collective_p2p_channel_GBps"] = c.collective_options.p2p_channel_GBps;
   return j;
 }
 

@@ -145,6 +145,7 @@ void apply_fabric_part(const StepCalibration& step, WhatifConfig& config) {
   if (step.collective_call_overhead_us) config.collective_options.call_overhead_us = *step.collective_call_overhead_us;
   if (step.collective_net_hop_extra_us) config.collective_options.net_hop_extra_us = *step.collective_net_hop_extra_us;
   if (step.collective_nvlink_scale) config.collective_options.nvlink_scale = *step.collective_nvlink_scale;
+  if (step.collective_p2p_channel_GBps) config.collective_options.p2p_channel_GBps = *step.collective_p2p_channel_GBps;
 }
 
 }  // namespace

@@ -42,7 +42,8 @@ struct StepCalibration {
   std::optional<double> host_launch_us;  // WhatifConfig::host_launch_us unless the command line set it
   // The collective model's own parameters (`calibrate --nccl-tests`, analysis/calibration/
   // collective_fit.hpp): WhatifConfig::collective_options.
-  std::optional<double> collective_call_overhead_us, collective_net_hop_extra_us, collective_nvlink_scale;
+  std::optional<double> collective_call_overhead_us, collective_net_hop_extra_us, collective_nvlink_scale,
+      collective_p2p_channel_GBps;
   // The fabric preset the calibration was fitted on: the fabric-scoped values (NIC and all-to-all
   // efficiencies, all-to-all latency, rank skew, the collective model's parameters, measured
   // all-to-all bandwidths) apply to

@@ -16,18 +16,18 @@ namespace dionsim::analysis {
 
 namespace {
 
-constexpr int kParams = 4;
+constexpr int kParams = 5;
 constexpr const char* kNames[kParams] = {"collective_call_overhead_us", "collective_net_hop_extra_us", "nic_efficiency",
-                                         "collective_nvlink_scale"};
-constexpr const char* kUnits[kParams] = {"us", "us", "", ""};
+                                         "collective_nvlink_scale", "collective_p2p_channel_GBps"};
+constexpr const char* kUnits[kParams] = {"us", "us", "", "", "GB/s"};
 
 Eigen::VectorXd to_vector(const CollectiveFitParameters& p) {
   Eigen::VectorXd v(kParams);
-  v << p.call_overhead_us, p.net_hop_extra_us, p.nic_efficiency, p.nvlink_scale;
+  v << p.call_overhead_us, p.net_hop_extra_us, p.nic_efficiency, p.nvlink_scale, p.p2p_channel_GBps;
   return v;
 }
 CollectiveFitParameters from_vector(const Eigen::VectorXd& v) {
-  return {v[0], v[1], v[2], v[3]};
+  return {v[0], v[1], v[2], v[3], v[4]};
 }
 
 }  // namespace
@@ -102,6 +102,7 @@ std::unique_ptr<sim::CollectiveModel> calibrated_model(const topo::FabricSpec& f
   options.call_overhead_us = p.call_overhead_us;
   options.net_hop_extra_us = p.net_hop_extra_us;
   options.nvlink_scale = p.nvlink_scale;
+  options.p2p_channel_GBps = p.p2p_channel_GBps;
   return std::make_unique<sim::CollectiveModel>(spec, nodes, gpus_per_node, options);
 }
 
@@ -121,8 +122,8 @@ std::vector<double> predict_samples(const topo::FabricSpec& fabric, const Collec
 CollectiveModelFit fit_collective_model(const topo::FabricSpec& fabric, const std::vector<CollectiveSample>& samples) {
   const CollectiveFitParameters start = default_parameters(fabric);
   Eigen::VectorXd lower(kParams), upper(kParams);
-  lower << 0, -2.5, 0.05, 0.05;
-  upper << 1e4, 1e3, 1.0, 1.0 / nvlink_fraction(fabric);
+  lower << 0, -2.5, 0.05, 0.05, 1;
+  upper << 1e4, 1e3, 1.0, 1.0 / nvlink_fraction(fabric), 1e3;
   const auto residuals_at = [&](const Eigen::VectorXd& theta) {
     const auto t = predict_samples(fabric, from_vector(theta), samples);
     Eigen::VectorXd r(static_cast<Eigen::Index>(samples.size()));
@@ -272,6 +273,9 @@ int apply_collective_calibration(const Calibration& calibration, topo::FabricSpe
     } else if (name == kNames[3]) {
       if (!(std::isfinite(v) && v > 0 && v * fraction <= 1 + 1e-9)) bad("a factor in (0, 1 / NCCL's NVLink fraction]");
       options.nvlink_scale = std::min(v, 1.0 / fraction);
+    } else if (name == kNames[4]) {
+      if (!(std::isfinite(v) && v >= 1 && v <= 1e3)) bad("a rate in [1, 1e3] GB/s");
+      options.p2p_channel_GBps = v;
     } else {
       continue;
     }

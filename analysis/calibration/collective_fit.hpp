@@ -4,11 +4,12 @@
 // reduce-scatter, all-reduce, all-to-all, send/recv) and every size row — with standard errors.
 //
 // The model is sim::CollectiveModel on the preset F at each block's shape (nodes x world/nodes);
-// the fit frees four parameters:
+// the fit frees five parameters:
 //   collective_call_overhead_us   once per call (launch, group, proxy wake-up)          [0, 1e4]
 //   collective_net_hop_extra_us   on every inter-node step, beyond NCCL's / the fabric's [-2.5, 1e3]
 //   nic_efficiency                the NICs' achievable fraction of line rate            [0.05, 1]
 //   collective_nvlink_scale       on NCCL's NVLink rate, at most the nominal             (0, 1/fraction]
+//   collective_p2p_channel_GBps   one p2p channel's copy rate (send/recv, all-to-all)    [1, 1e3]
 // minimising Σ (t_model / t_measured − 1)² (relative errors: a latency-bound row counts as much
 // as a bandwidth-bound one) by Levenberg–Marquardt (fit.hpp minimize_least_squares); the
 // covariance is σ̂² (JᵀJ)⁻¹ with σ̂² = Σ r² / (n − p). A parameter the rows cannot move (the NICs
@@ -42,8 +43,8 @@ struct CollectiveSample {
   std::string where;      // file:line, for messages
 };
 
-// Every row of every block of the four collectives (other blocks — broadcast, send/recv — are
-// skipped and counted in `skipped_blocks`). InputError for a block whose world is not a multiple
+// Every row of every block of the four collectives and send/recv (other blocks — broadcast,
+// reduce — are skipped and counted in `skipped_blocks`). InputError for a block whose world is not a multiple
 // of its host count.
 [[nodiscard]] std::vector<CollectiveSample> samples_from_nccl_tests(const std::vector<NcclTestsRun>& runs,
                                                                     const std::string& source, int* skipped_blocks = nullptr);
@@ -53,6 +54,7 @@ struct CollectiveFitParameters {
   double net_hop_extra_us = 0;
   double nic_efficiency = 0;   // of the fabric
   double nvlink_scale = 1;
+  double p2p_channel_GBps = sim::kP2pChannelGBps;
 };
 // NCCL's NVLink rate as a fraction of `fabric`'s nominal one (collective_nvlink_scale is a factor
 // on it, at most 1 / this).

@@ -72,6 +72,7 @@ void set_step(const sim::StepCalibration& s, sim::WhatifConfig& c, const std::se
   if (s.collective_call_overhead_us) c.collective_options.call_overhead_us = *s.collective_call_overhead_us;
   if (s.collective_net_hop_extra_us) c.collective_options.net_hop_extra_us = *s.collective_net_hop_extra_us;
   if (s.collective_nvlink_scale) c.collective_options.nvlink_scale = *s.collective_nvlink_scale;
+  if (s.collective_p2p_channel_GBps) c.collective_options.p2p_channel_GBps = *s.collective_p2p_channel_GBps;
   if (s.rank_skew_ms && !fixed.count("rank_skew_ms")) c.rank_skew_ms = s.rank_skew_ms;
   if (s.collective_hbm_slowdown && !fixed.count("collective_hbm_slowdown"))
     c.collective_hbm_slowdown = s.collective_hbm_slowdown;

@@ -103,6 +103,9 @@ const std::vector<ParameterSpec> kParameters = {
     {"collective_nvlink_scale", "", "", R::bounded, 0.01, 100.0, S::fabric, std::nullopt,
      step<&Step::collective_nvlink_scale>,
      "collective model: factor on NCCL's NVLink rate (the model caps it at the nominal rate)"},
+    {"collective_p2p_channel_GBps", "", "GB/s", R::bounded, 1.0, 1e3, S::fabric, std::nullopt,
+     step<&Step::collective_p2p_channel_GBps>,
+     "collective model: the rate one NCCL p2p channel moves a send's part at (send/recv, all-to-all)"},
     {"nccl_all_to_all_w", "_algbw_GBps", "GB/s", R::throughput, 0, 0, S::fabric, std::nullopt, a2a_algbw,
      "all-to-alls of world W pinned to this algorithm bandwidth (anchors: _w<W>_, nccl-tests: _w<W>_n<N>_)"},
 };

@@ -138,12 +138,14 @@ TEST_CASE("collective fit: synthetic nccl-tests logs from known parameters are r
   CHECK(gpu_label_of_fabric("gb200-nvl72@64") == std::optional<std::string>("GB200"));
   CHECK_FALSE(gpu_label_of_fabric("custom").has_value());
 
-  // A single-node log cannot move the NICs or the network steps: left out, preset kept.
+  // A single-node log cannot move the NICs or the network steps: left out, preset kept; nor the p2p
+  // channels' rate, which an H100 node's all-to-all (28-32 channels) outruns on NVLink.
   std::vector<CollectiveSample> one_node;
   for (const auto& s : samples)
     if (s.nodes == 1) one_node.push_back(s);
   const auto local = fit_collective_model(fabric, one_node);
-  CHECK(local.unconstrained == std::vector<std::string>{"collective_net_hop_extra_us", "nic_efficiency"});
+  CHECK(local.unconstrained ==
+        std::vector<std::string>{"collective_net_hop_extra_us", "nic_efficiency", "collective_p2p_channel_GBps"});
   CHECK(local.value.nic_efficiency == fabric.nic_efficiency);
   CHECK(std::abs(local.value.nvlink_scale - truth.nvlink_scale) < 3 * local.std_error.nvlink_scale + 1e-3);
 }
@@ -226,6 +228,7 @@ TEST_CASE("collective fit: send/recv blocks are samples the model prices as nccl
   const auto fabric = topo::preset("h100-ndr400");
   CollectiveFitParameters truth = default_parameters(fabric);
   truth.call_overhead_us = 40;
+  truth.p2p_channel_GBps = 17;  // a slower GPU's thread blocks than the H100 measured
   const std::vector<std::int64_t> sizes = {1024, 16384, 262144, 1 << 22, 1 << 26};
   std::string log;
   for (const auto& [program, op, nodes] : {std::tuple{"sendrecv_perf", sim::CollectiveOp::sendrecv, 1},
@@ -249,6 +252,20 @@ TEST_CASE("collective fit: send/recv blocks are samples the model prices as nccl
   INFO(names << fit.value.call_overhead_us << " " << fit.value.net_hop_extra_us);
   REQUIRE(std::find(fit.fitted.begin(), fit.fitted.end(), "collective_call_overhead_us") != fit.fitted.end());
   CHECK(fit.value.call_overhead_us == Approx(40).margin(2 * fit.std_error.call_overhead_us + 0.5));
+  // The one-node send/recv at 4 and 64 MiB runs on 4 channels below NVLink's rate: it pins the
+  // channels' rate, and the calibration file carries it to the model.
+  REQUIRE(std::find(fit.fitted.begin(), fit.fitted.end(), "collective_p2p_channel_GBps") != fit.fitted.end());
+  CHECK(fit.value.p2p_channel_GBps == Approx(17).epsilon(0.01));
+  const auto calibration = calibration_from_collective_fit(fit, fabric, "p2p", {"p2p.log"}, "test");
+  auto applied_fabric = fabric;
+  sim::ModelOptions options;
+  apply_collective_calibration(calibration, applied_fabric, options, "p2p");
+  CHECK(options.p2p_channel_GBps == Approx(fit.value.p2p_channel_GBps));
+  // A file with a rate outside [1, 1e3] GB/s is refused naming it.
+  auto bad = calibration;
+  bad.parameters["collective_p2p_channel_GBps"].value = 0;
+  CHECK_THROWS_WITH(apply_collective_calibration(bad, applied_fabric, options, "bad.json"),
+                    Catch::Contains("bad.json") && Catch::Contains("collective_p2p_channel_GBps"));
 }
 
 TEST_CASE("collective fit: bad logs are refused naming the file", "[calibration][collective_fit]") {
