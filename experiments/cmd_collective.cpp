@@ -163,6 +163,13 @@ int run_collective(std::span<const std::string> args) {
   if (!use_model && (with_nccl || !vm["algo"].defaulted() || !vm["proto"].defaulted())) {
     throw UsageError("collective: --algo, --proto and --nccl-model belong to the collective model; drop --algorithm");
   }
+  const bool p2p = spec.op == sim::CollectiveOp::alltoall || spec.op == sim::CollectiveOp::sendrecv;
+  if (p2p && (!vm["algo"].defaulted() || !vm["proto"].defaulted())) {
+    // As NCCL: NCCL_ALGO / NCCL_PROTO choose among collective algorithms; p2p picks its protocol
+    // per peer (docs/simulator.md). Priced as NCCL runs it, and said so.
+    log(cmd.common(), "collective: --algo / --proto govern NCCL's collectives, not p2p (" +
+                          std::string(sim::to_string(spec.op)) + "): NCCL ignores NCCL_ALGO / NCCL_PROTO there, and so does the model");
+  }
   const std::string algorithm = cmd.has("algorithm") ? vm["algorithm"].as<std::string>()
                                 : spec.op == sim::CollectiveOp::alltoall ? "direct" : "ring";
   if (algorithm != "direct" && algorithm != "ring") throw_bad_usage("--algorithm", algorithm, "direct or ring");
