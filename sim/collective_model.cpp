@@ -350,10 +350,13 @@ double CollectiveModel::alltoall_fill_us(std::int64_t bytes) const {
   // Across NVLink domains the network carries the all-to-all and the NVLink copies hide behind it.
   if (shape_.nodes > 1 || shape_.ranks_per_node < 2 || bytes <= 0) return 0;
   const NcclP2pPlan plan = nccl_p2p_plan(shape_, nccl_.graph(NcclAlgo::ring), bytes / ranks());
-  // A part crosses two stages per step (the sender's copy into the peer's buffer, the receiver's
-  // copy out), each at the channel's share of the GPU's NVLink rate: one step more than the
-  // part's own steps.
-  const double channel_GBps = shape_.nvlink_GBps * spec_.nvlink_efficiency / plan.active_channels;
+  return p2p_step_fill_us(plan, plan.active_channels);
+}
+
+double CollectiveModel::p2p_step_fill_us(const NcclP2pPlan& plan, int channels) const {
+  // A part crosses two stages per step, each at the channel's share of the GPU's NVLink rate: one
+  // step more than the part's own steps.
+  const double channel_GBps = shape_.nvlink_GBps * spec_.nvlink_efficiency / channels;
   return static_cast<double>(plan.step_bytes) / (1000.0 * channel_GBps);
 }
 
@@ -480,12 +483,9 @@ CollectiveCost CollectiveModel::sendrecv(std::int64_t bytes, int src, int dst, M
                                           : b / (1000.0 * plan.parts * options_.p2p_channel_GBps);
   const double transfer = std::max(message_transfer_us(bytes, src, dst, mode), floor);
   c.bandwidth_GBps = b / (transfer * 1e3);
-  // Inside one NVLink domain one more step of the parts' two-stage pipeline, at each part's share
-  // of the GPU's NVLink (as the all-to-all's fill); across domains the network hides it.
-  if (s.nodes == 1) {
-    const double part_GBps = s.nvlink_GBps * spec_.nvlink_efficiency / plan.parts;
-    c.pipeline_fill_us = static_cast<double>(plan.step_bytes) / (1000.0 * part_GBps);
-  }
+  // Inside one NVLink domain one more step of the parts' pipeline (the all-to-all's fill, one
+  // peer's parts sharing the NVLink); across domains the network hides it.
+  if (s.nodes == 1) c.pipeline_fill_us = p2p_step_fill_us(plan, plan.parts);
   c.time_us = c.latency_us + c.pipeline_fill_us + transfer;
   return c;
 }

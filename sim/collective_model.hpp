@@ -139,6 +139,10 @@ class CollectiveModel {
   // One message's DES time per (mode, bytes, src, dst).
   mutable std::map<std::tuple<int, std::int64_t, int, int>, double> message_cache_;
   [[nodiscard]] double message_transfer_us(std::int64_t bytes, int src, int dst, Mode mode) const;
+  // Inside one NVLink domain, one more step of a p2p part's two-stage pipeline (the sender's copy
+  // into the peer's buffer, the receiver's copy out), at the part's channel's share of the GPU's
+  // NVLink when `channels` channels share it.
+  [[nodiscard]] double p2p_step_fill_us(const NcclP2pPlan& plan, int channels) const;
   // One network step: the larger of NCCL's constant and the fabric's per-message latency (plus a
   // Simple completion); docs/simulator.md, "dionsim's price".
   [[nodiscard]] double network_hop_us(double nccl_hop_us, NcclProto p) const;

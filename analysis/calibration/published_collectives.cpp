@@ -173,9 +173,9 @@ CollectiveOp op_of(const PublishedRow& row) {
 
 
 // nccl-tests' sendrecv (rank r to r + 1) as the raw DES of one message per pair prices it, before
-// the collective model priced send/recv: its slowest pair, one inside an NVLink domain and one
-// across domains.
-double raw_sendrecv_us(const topo::FabricSpec& spec, int nodes, int gpus_per_node, std::int64_t bytes) {
+// the collective model priced send/recv: its slowest pair, one inside an NVLink domain of
+// `domain` ranks and one across domains.
+double raw_sendrecv_us(const topo::FabricSpec& spec, int nodes, int gpus_per_node, int domain, std::int64_t bytes) {
   const auto topology = topo::shared_topology(spec, nodes, gpus_per_node);
   const int w = topology->ranks();
   if (w < 2 || bytes <= 0) return 0;
@@ -184,7 +184,7 @@ double raw_sendrecv_us(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
   message.bytes = bytes;
   message.pxn = true;
   double slowest = 0;
-  for (const int src : {0, std::min(w, spec.gpus_per_nvlink_domain) - 1}) {
+  for (const int src : {0, std::min(w, domain) - 1}) {
     message.src = src;
     message.dst = (src + 1) % w;
     slowest = std::max(slowest, simulate_collective(*topology, message, Mode::fast).time.to_us());
@@ -298,7 +298,7 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
       // Send/recv: the raw DES `collective --algorithm` prices a message with (the fabric's own
       // per-message latency and efficiency), for the pattern's slowest pair.
       p.baseline = "closed-form";
-      p.baseline_us = raw_sendrecv_us(spec, nodes, row.gpus_per_node, row.size_bytes);
+      p.baseline_us = raw_sendrecv_us(spec, nodes, row.gpus_per_node, model->shape().ranks_per_node, row.size_bytes);
     } else {
       // All-to-all: the closed form whatif used before this model (max(intra, inter) + latency).
       p.baseline = "closed-form";
