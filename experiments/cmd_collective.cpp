@@ -188,6 +188,8 @@ int run_collective(std::span<const std::string> args) {
   if (one_message) {
     spec.src = rank_arg("src");
     spec.dst = rank_arg("dst");
+  } else if (nodes * g == 1) {
+    spec.dst = 0;  // one rank: nccl-tests' sendrecv (and the raw DES's default 0 -> 1) is a send to itself
   }
   const std::string mode_name = vm["mode"].as<std::string>();
   if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
