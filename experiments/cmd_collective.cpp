@@ -185,12 +185,10 @@ int run_collective(std::span<const std::string> args) {
     if (r < 0 || r >= w) throw_bad_usage(std::string("--") + flag, std::to_string(r), "a rank in [0, " + std::to_string(w - 1) + "]");
     return static_cast<int>(r);
   };
-  if (one_message) {
-    spec.src = rank_arg("src");
-    spec.dst = rank_arg("dst");
-  } else if (nodes * g == 1) {
-    spec.dst = 0;  // one rank: nccl-tests' sendrecv (and the raw DES's default 0 -> 1) is a send to itself
-  }
+  // Otherwise rank 0 to the next (itself on one rank): the raw DES's message, nccl-tests' first pair.
+  const auto first_pair = sim::nccl_tests_sendrecv_pairs(static_cast<int>(nodes * g), 1).front();
+  spec.src = one_message ? rank_arg("src") : first_pair.first;
+  spec.dst = one_message ? rank_arg("dst") : first_pair.second;
   const std::string mode_name = vm["mode"].as<std::string>();
   if (mode_name != "fast" && mode_name != "exact") throw_bad_usage("--mode", mode_name, "fast or exact");
   const auto mode = mode_name == "fast" ? sim::Mode::fast : sim::Mode::exact;

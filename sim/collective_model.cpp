@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -314,17 +315,19 @@ double CollectiveModel::network_hop_us(double nccl_hop_us, NcclProto p) const {
   return std::max(nccl_hop_us, own);
 }
 
+double CollectiveModel::p2p_hop_us(bool network, NcclProto p) const {
+  if (!network) return nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
+  const NcclAlgo algo = shape_.ranks_per_node == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
+  return network_hop_us(nccl_hw_latency_us(true, algo, p), p) + options_.extra_hop_latency_us + options_.net_hop_extra_us;
+}
+
 double CollectiveModel::alltoall_latency_us(std::int64_t bytes) const {
   const CommShape& s = shape_;
   const int n = s.ranks(), g = s.ranks_per_node;
   if (n <= 1) return 0;
   // Network peers always run Simple (no LL buffers on p2p network connections).
-  const NcclProto p_nvlink = alltoall_nvlink_protocol(bytes);
-  constexpr NcclProto p_net = NcclProto::simple;
-  const double hop_intra = nccl_hw_latency_us(false, NcclAlgo::ring, p_nvlink) + options_.extra_hop_latency_us;
-  const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
-  const double hop_inter = network_hop_us(nccl_hw_latency_us(true, net_algo, p_net), p_net) +
-                           options_.extra_hop_latency_us + options_.net_hop_extra_us;
+  const double hop_intra = p2p_hop_us(false, alltoall_nvlink_protocol(bytes));
+  const double hop_inter = p2p_hop_us(true, NcclProto::simple);
   const int c = options_.p2p_concurrent_peers;
   const int intra_peers = g - 1, inter_peers = n - g;
   const double rounds = std::ceil(static_cast<double>(intra_peers) / c) * hop_intra +
@@ -468,13 +471,8 @@ CollectiveCost CollectiveModel::sendrecv(std::int64_t bytes, int src, int dst, M
   const NcclProto p = !network && plan.ll ? NcclProto::ll : NcclProto::simple;
   c.protocol = to_string(p);
   // Latency: NCCL's base, the message route's one hop and, across domains, the proxy's post.
-  double hop = nccl_hw_latency_us(false, NcclAlgo::ring, p) + options_.extra_hop_latency_us;
-  if (network) {
-    const NcclAlgo net_algo = g == 1 ? NcclAlgo::tree : NcclAlgo::ring;  // ppn = 1: fully exposed
-    hop = network_hop_us(nccl_hw_latency_us(true, net_algo, p), p) + options_.extra_hop_latency_us +
-          options_.net_hop_extra_us + s.net_overhead_us;
-  }
-  c.latency_us = nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + hop + options_.call_overhead_us;
+  c.latency_us = nccl_base_latency_us(NcclAlgo::ring, NcclProto::simple) + p2p_hop_us(network, p) +
+                 (network ? s.net_overhead_us : 0) + options_.call_overhead_us;
   // Transfer: the DES's time for the message, at least its protocol's rate: LL's (half NCCL's LL
   // ring ceiling when every GPU also receives, as in the all-to-all) or its parts' channel copy
   // rate (Simple).
@@ -516,13 +514,12 @@ CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const 
     // pairs are of two kinds, inside an NVLink domain and across domains (the last rank of a
     // domain to the first of the next); each GPU's links carry one send and one receive, so no
     // two pairs share a link and the call takes as long as its slowest pair.
-    CollectiveCost slowest = sendrecv(bytes, 0, 1, mode, true);
-    const int domain = shape_.ranks_per_node;
-    if (shape_.nodes > 1 && domain > 1) {
-      CollectiveCost across = sendrecv(bytes, domain - 1, domain, mode, true);
-      if (across.time_us > slowest.time_us) slowest = std::move(across);
+    std::optional<CollectiveCost> slowest;
+    for (const auto& [src, dst] : nccl_tests_sendrecv_pairs(ranks(), shape_.ranks_per_node)) {
+      CollectiveCost pair = sendrecv(bytes, src, dst, mode, true);
+      if (!slowest || pair.time_us > slowest->time_us) slowest = std::move(pair);
     }
-    return slowest;
+    return *slowest;
   }
   const NcclFunc f = to_nccl(op);
   const auto nccl = nccl_.choose(f, bytes, allowed);

@@ -143,6 +143,9 @@ class CollectiveModel {
   // into the peer's buffer, the receiver's copy out), at the part's channel's share of the GPU's
   // NVLink when `channels` channels share it.
   [[nodiscard]] double p2p_step_fill_us(const NcclP2pPlan& plan, int channels) const;
+  // One hop of a p2p message: NCCL's ring hop for the protocol over NVLink, the network step
+  // (tree's with one rank per node: fully exposed) across domains.
+  [[nodiscard]] double p2p_hop_us(bool network, NcclProto p) const;
   // One network step: the larger of NCCL's constant and the fabric's per-message latency (plus a
   // Simple completion); docs/simulator.md, "dionsim's price".
   [[nodiscard]] double network_hop_us(double nccl_hop_us, NcclProto p) const;

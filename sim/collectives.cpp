@@ -23,6 +23,13 @@ const char* to_string(CollectiveOp op) {
 
 const char* to_string(Algorithm algorithm) { return algorithm == Algorithm::direct ? "direct" : "ring"; }
 
+std::vector<std::pair<int, int>> nccl_tests_sendrecv_pairs(int ranks, int domain) {
+  if (ranks < 1 || domain < 1) throw std::invalid_argument("nccl_tests_sendrecv_pairs: ranks and domain >= 1");
+  std::vector<std::pair<int, int>> pairs = {{0, 1 % ranks}};
+  if (ranks > domain && domain > 1) pairs.emplace_back(domain - 1, domain);
+  return pairs;
+}
+
 double bus_factor(CollectiveOp op, int ranks) {
   if (op == CollectiveOp::sendrecv || ranks <= 1) return 1.0;
   if (op == CollectiveOp::allreduce) return 2.0 * (ranks - 1) / ranks;

@@ -16,6 +16,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -32,6 +33,11 @@ enum class Mode { fast, exact };
 // busbw / algbw as in nccl-tests: (n-1)/n for all-to-all, all-gather, reduce-scatter; 2(n-1)/n
 // for all-reduce; 1 for p2p.
 [[nodiscard]] double bus_factor(CollectiveOp op, int ranks);
+// nccl-tests' sendrecv sends from every rank r to r + 1 (mod ranks); its pairs are of at most two
+// kinds on a fabric of `domain`-rank NVLink domains: inside a domain (0 -> 1; rank 0 to itself on
+// one rank) and across domains (the last rank of the first domain -> the first of the next). One
+// pair of each kind, in that order.
+[[nodiscard]] std::vector<std::pair<int, int>> nccl_tests_sendrecv_pairs(int ranks, int domain);
 
 struct CollectiveSpec {
   CollectiveOp op = CollectiveOp::alltoall;

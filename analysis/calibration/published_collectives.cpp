@@ -184,9 +184,9 @@ double raw_sendrecv_us(const topo::FabricSpec& spec, int nodes, int gpus_per_nod
   message.bytes = bytes;
   message.pxn = true;
   double slowest = 0;
-  for (const int src : {0, std::min(w, domain) - 1}) {
+  for (const auto& [src, dst] : sim::nccl_tests_sendrecv_pairs(w, domain)) {
     message.src = src;
-    message.dst = (src + 1) % w;
+    message.dst = dst;
     slowest = std::max(slowest, simulate_collective(*topology, message, Mode::fast).time.to_us());
   }
   return slowest;

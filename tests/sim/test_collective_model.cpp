@@ -601,6 +601,13 @@ TEST_CASE("send/recv: one p2p message priced by NCCL's parts, and nccl-tests' pa
   CHECK(at(0).time_us == 0);
   CHECK(node.sendrecv(1 << 20, 3, 3).time_us == 0);
 
+  // nccl-tests' pattern's pairs: one inside a domain, one across where there are several.
+  using Pairs = std::vector<std::pair<int, int>>;
+  CHECK(nccl_tests_sendrecv_pairs(16, 8) == Pairs{{0, 1}, {7, 8}});
+  CHECK(nccl_tests_sendrecv_pairs(8, 8) == Pairs{{0, 1}});
+  CHECK(nccl_tests_sendrecv_pairs(2, 1) == Pairs{{0, 1}});  // one GPU per node: every pair crosses
+  CHECK(nccl_tests_sendrecv_pairs(1, 8) == Pairs{{0, 0}});
+  CHECK_THROWS_AS(nccl_tests_sendrecv_pairs(0, 8), std::invalid_argument);
   // 2 nodes of 8: the pattern's slowest pair is the one across nodes (7 -> 8): Simple over the
   // network, 2 channels (every peer's send takes at most the network peer's 2), 42 GB/s.
   const CollectiveModel two(spec, 2, 8);
