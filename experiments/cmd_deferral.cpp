@@ -121,8 +121,11 @@ int run_deferral(std::span<const std::string> args) {
       continue;
     }
     const nlohmann::json config = analysis::deferral_config_json(c, mode, replayed);
-    if (db && !cmd.common().force && db->has_run("deferral", analysis::config_hash(config))) {
-      log(cmd.common(), "deferral: already in " + cmd.common().db + ", skipped (--force re-runs)");
+    const auto stored = db && !cmd.common().force ? db->stored_revision("deferral", analysis::config_hash(config))
+                                                  : std::nullopt;
+    if (stored) {
+      log(cmd.common(), "deferral: already in " + cmd.common().db + Recorder::other_revision_note(*stored) +
+                            ": skipped (--force re-runs)");
       bar.advance();
       continue;
     }

@@ -79,7 +79,7 @@ int run_whatif(std::span<const std::string> args) {
     quality.emplace(std::move(q));
   }
   nlohmann::json rows = nlohmann::json::array();
-  std::int64_t skipped = 0;
+  std::int64_t skipped = 0, skipped_other_revision = 0;
   bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
   ProgressBar bar("whatif", static_cast<std::int64_t>(configs.size()), common.quiet);
   for (const auto& config : configs) {
@@ -87,8 +87,10 @@ int run_whatif(std::span<const std::string> args) {
     const auto hash = analysis::config_hash(config_json);
     // A stored configuration is not stored again; the (deterministic) simulation is repeated so
     // that the table, --json and --trace-out show every configuration asked for.
-    const bool stored = db && !common.force && db->has_run("whatif", hash);
+    const auto stored_by = db && !common.force ? db->stored_revision("whatif", hash) : std::nullopt;
+    const bool stored = stored_by.has_value();
     if (stored) ++skipped;
+    if (stored && *stored_by != analysis::git_revision()) ++skipped_other_revision;
     const auto result = sim::run_whatif(config, inventory, kernels);
     const auto ivs = interval_model.intervals(config, inventory);
     if (db && !stored)
@@ -115,6 +117,10 @@ int run_whatif(std::span<const std::string> args) {
   if (skipped > 0) {
     log(common, std::to_string(skipped) + " of " + std::to_string(configs.size()) + " configurations already stored in " +
                     common.db + ": shown (re-simulated, deterministic) but not stored again; --force replaces them");
+    if (skipped_other_revision > 0)
+      log(common, std::to_string(skipped_other_revision) + " of them another dionsim revision stored (this is " +
+                      analysis::git_revision() + "): the table shows this version's numbers, the file keeps that "
+                      "one's (report, export and compare read the file)");
   }
   if (common.machine()) print_result(common, rows);
   return 0;

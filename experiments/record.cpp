@@ -10,9 +10,19 @@ Recorder::Recorder(const CommonOptions& common, std::string kind) : common_(comm
 }
 
 bool Recorder::skip(const nlohmann::json& config) const {
-  if (!db_ || common_.force || !db_->has_run(kind_, analysis::config_hash(config))) return false;
-  log(common_, kind_ + ": configuration already in " + common_.db + ", skipped (--force re-runs it)");
+  if (!db_ || common_.force) return false;
+  const auto stored = db_->stored_revision(kind_, analysis::config_hash(config));
+  if (!stored) return false;
+  log(common_, kind_ + ": configuration already in " + common_.db + other_revision_note(*stored) +
+                   ": skipped (--force re-runs it)");
   return true;
+}
+
+std::string Recorder::other_revision_note(const std::string& stored_revision) {
+  // A run another dionsim stored keeps that version's numbers: said, so an upgrade is not silent.
+  const std::string current = analysis::git_revision();
+  if (stored_revision == current) return "";
+  return ", stored by dionsim " + stored_revision + " (this is " + current + ") with that version's numbers";
 }
 
 analysis::RunRecord Recorder::begin(const nlohmann::json& config, analysis::RunMode mode) const {

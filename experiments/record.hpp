@@ -32,6 +32,9 @@ class Recorder {
   // True (and logs why) when --db holds an ok run of this kind and configuration and --force is
   // not given: the caller skips the work. False without --db.
   [[nodiscard]] bool skip(const nlohmann::json& config) const;
+  // The revision note of a stored run --db skips: ", stored by dionsim X (this is Y) with that
+  // version's numbers" when another dionsim stored it, "" when this one did.
+  [[nodiscard]] static std::string other_revision_note(const std::string& stored_revision);
   // A record of this kind started now; seed = --seed.
   [[nodiscard]] analysis::RunRecord begin(const nlohmann::json& config,
                                           analysis::RunMode mode = analysis::RunMode::simulated) const;

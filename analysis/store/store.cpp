@@ -534,6 +534,15 @@ bool Database::has_run(std::string_view kind, std::string_view config_hash) cons
   return query.step() && query.column_int(0) != 0;
 }
 
+std::optional<std::string> Database::stored_revision(std::string_view kind, std::string_view config_hash) const {
+  sqlite::Statement query(impl_->connection,
+                          "SELECT git_revision FROM runs WHERE kind = ?1 AND config_hash = ?2 AND status = 'ok' "
+                          "ORDER BY id DESC LIMIT 1");
+  query.bind(1, kind).bind(2, config_hash);
+  if (!query.step()) return std::nullopt;
+  return query.column_text(0);
+}
+
 bool Database::delete_run(std::int64_t id) {
   if (impl_->access == Access::read_only) throw IoError(path() + ": opened read-only, cannot delete a run");
   const sqlite::Connection& db = impl_->connection;

@@ -211,6 +211,8 @@ class Database {
   // True when a run of `kind` with this config hash is stored with status ok (failed runs are
   // retried). `config_hash` is config_hash(config).
   [[nodiscard]] bool has_run(std::string_view kind, std::string_view config_hash) const;
+  // The git revision of the newest such run (nullopt when none): who priced what --db would skip.
+  [[nodiscard]] std::optional<std::string> stored_revision(std::string_view kind, std::string_view config_hash) const;
 
   // Deletes a run and all its rows (one transaction). False when there was no such run.
   bool delete_run(std::int64_t id);

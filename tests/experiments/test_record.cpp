@@ -126,6 +126,28 @@ TEST_CASE("collective --db records one run per size, so a sweep resumes size by 
   CHECK(runs.back().record.config.at("size_bytes") == 2 << 20);  // replaced: now the newest run
 }
 
+TEST_CASE("a run another dionsim revision stored in --db is named, and still skipped", "[record]") {
+  const fs::path db = fresh_db("revision.db");
+  const std::string args =
+      "collective --op alltoall --nodes 2 --gpus-per-node 8 --fabric h200-ndr400 --bytes 1M --db " + db.string();
+  REQUIRE(run_dionsim(args + " -q").exit_code == 0);
+  const Result same = run_dionsim(args);
+  CHECK(same.output.find("skipped") != std::string::npos);
+  CHECK(same.output.find("stored by dionsim") == std::string::npos);  // this revision's own run
+  // The same configuration as an older dionsim would have stored it.
+  {
+    auto file = Database::open(db.string());
+    auto record = file.load_run(runs_of(db, "collective").at(0).id).record;
+    record.git_revision = "0123abc";
+    file.store(record, OnExisting::replace);
+  }
+  const Result older = run_dionsim(args);
+  REQUIRE(older.exit_code == 0);
+  CHECK(older.output.find("stored by dionsim 0123abc") != std::string::npos);
+  CHECK(older.output.find("with that version's numbers: skipped (--force re-runs it)") != std::string::npos);
+  CHECK(runs_of(db, "collective").size() == 1);
+}
+
 TEST_CASE("step --db records the case config and the per-rank deferral counters", "[record]") {
   const fs::path db = fresh_db("step.db");
   const fs::path out = fs::temp_directory_path() / ("dionsim_record_step_out_" + std::to_string(::getpid()));

@@ -124,10 +124,15 @@ TEST_CASE("has_run - a stored configuration is skipped - --force replaces it - f
   db.store(failed);
   CHECK_FALSE(db.has_run("whatif", hash));  // a failed run does not count as done
 
+  CHECK_FALSE(db.stored_revision("whatif", hash).has_value());  // nor is its revision reported
+
   auto first = RunRecord::begin("whatif", RunMode::simulated, config, 1);
   first.metrics.push_back({.name = "step_wall_ms", .value = 100.0, .unit = "ms"});
+  first.git_revision = "0123abc";  // an older dionsim's run: --db's skip names it (Recorder::skip)
   const auto first_id = db.store(first);
   CHECK(db.has_run("whatif", hash));
+  CHECK(db.stored_revision("whatif", hash) == std::optional<std::string>("0123abc"));
+  CHECK_FALSE(db.stored_revision("deferral", hash).has_value());
   CHECK_FALSE(db.has_run("deferral", hash));                                            // other subcommand
   CHECK_FALSE(db.has_run("whatif", config_hash({{"nodes", 16}, {"scope", "local"}})));  // other config
   // Same configuration built in another key order: same hash, still stored.
