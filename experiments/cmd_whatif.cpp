@@ -17,6 +17,7 @@
 #include "common/parse.hpp"
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
+#include "experiments/record.hpp"
 #include "experiments/whatif_cli.hpp"
 #include "optimizer/selection_quality.hpp"
 #include "sim/whatif.hpp"
@@ -90,7 +91,7 @@ int run_whatif(std::span<const std::string> args) {
     const auto stored_by = db && !common.force ? db->stored_revision("whatif", hash) : std::nullopt;
     const bool stored = stored_by.has_value();
     if (stored) ++skipped;
-    if (stored && *stored_by != analysis::git_revision()) ++skipped_other_revision;
+    if (stored && Recorder::other_revision(*stored_by)) ++skipped_other_revision;
     const auto result = sim::run_whatif(config, inventory, kernels);
     const auto ivs = interval_model.intervals(config, inventory);
     if (db && !stored)

@@ -20,10 +20,11 @@ bool Recorder::skip(const nlohmann::json& config) const {
 
 std::string Recorder::other_revision_note(const std::string& stored_revision) {
   // A run another dionsim stored keeps that version's numbers: said, so an upgrade is not silent.
-  const std::string current = analysis::git_revision();
-  if (stored_revision == current) return "";
-  return ", stored by dionsim " + stored_revision + " (this is " + current + ") with that version's numbers";
+  if (!other_revision(stored_revision)) return "";
+  return ", stored by dionsim " + stored_revision + " (this is " + analysis::git_revision() + ") with that version's numbers";
 }
+
+bool Recorder::other_revision(const std::string& stored_revision) { return stored_revision != analysis::git_revision(); }
 
 analysis::RunRecord Recorder::begin(const nlohmann::json& config, analysis::RunMode mode) const {
   return analysis::RunRecord::begin(kind_, mode, config, common_.seed);

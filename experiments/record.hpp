@@ -35,6 +35,8 @@ class Recorder {
   // The revision note of a stored run --db skips: ", stored by dionsim X (this is Y) with that
   // version's numbers" when another dionsim stored it, "" when this one did.
   [[nodiscard]] static std::string other_revision_note(const std::string& stored_revision);
+  // Whether a stored run's git revision is another dionsim's than this one.
+  [[nodiscard]] static bool other_revision(const std::string& stored_revision);
   // A record of this kind started now; seed = --seed.
   [[nodiscard]] analysis::RunRecord begin(const nlohmann::json& config,
                                           analysis::RunMode mode = analysis::RunMode::simulated) const;
