@@ -67,6 +67,17 @@ constexpr double kAwsNvlsNvlinkLatencyUs = 23.0;
 // (measurements.csv holds none). Carried to other GPU generations until they are measured;
 // `calibrate --nccl-tests` fits it (collective_p2p_channel_GBps) where a log's rows move it.
 
+// kNvlsStepOverheadUs, what one NVLS chunk step costs beside its copy: the flag wait and post
+// between a channel's scatter, reduce and gather warps. NCCL halves the NVLS chunk for smaller
+// calls (128 KiB down to 16 KiB, by the call's size over channels x heads), and each halving
+// costs rate: a channel moves c / (c / r + o). Measured, not NCCL's: on one 8-GPU H100 node
+// (NCCL 2.29.2, 16 NVLS channels) all-reduce runs 276 GB/s with 128 KiB chunks and 260 GB/s with
+// 64 KiB, in the slopes between sizes that run the same chunk (free of latency and fill); the
+// difference is o = 0.47 us per step, median of 18 estimates, range 0.44-0.50, of the 9
+// single-node logs of xxrjun/nccl-tests-cluster example-cluster01 whose all-reduce rows no set
+// validate-collectives scores (scripts/nvls_step_overhead.py). Carried to NVLink 5 and the NVL72
+// rack's switch trays until they are measured.
+
 // NCCL's buffers (init.cc defaults, device.h): NCCL_STEPS slots per connection; Simple 4 MiB
 // (ModelOptions::simple_buff_bytes, NCCL_BUFFSIZE), LL 8 lines x 512 threads x 8 steps x 16 B,
 // LL128 120 elements x 640 threads x 8 steps x 8 B.
@@ -144,6 +155,9 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
                     "a latency in [-2.5, 1e6] us (a network step stays above 0)");
   if (!(std::isfinite(options.p2p_channel_GBps) && options.p2p_channel_GBps > 0 && options.p2p_channel_GBps <= 1e4))
     throw_bad_usage("p2p_channel_GBps", std::to_string(options.p2p_channel_GBps), "a rate in (0, 1e4] GB/s");
+  if (!(std::isfinite(options.nvls_step_overhead_us) && options.nvls_step_overhead_us >= 0 &&
+        options.nvls_step_overhead_us <= 1e3))
+    throw_bad_usage("nvls_step_overhead_us", std::to_string(options.nvls_step_overhead_us), "a cost in [0, 1e3] us");
   if (!(std::isfinite(options.nvlink_scale) && options.nvlink_scale > 0 &&
         options.nvlink_scale * nccl_nvlink_fraction(shape_.arch) <= 1 + 1e-12))
     throw_bad_usage("nvlink_scale", std::to_string(options.nvlink_scale),
@@ -168,6 +182,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   const double nic_node = nodes > 1 ? s.nics_per_node * s.nic_GBps * spec_.nic_efficiency : inf;  // per domain
   const NcclGraph& graph = nccl_.graph(a);
   double algbw = 0;
+  double step_algbw = -1;  // the rate of one pipeline step where it differs from the call's (NVLS)
   int hops = 0;
   switch (a) {
     case NcclAlgo::ring: {
@@ -204,14 +219,15 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
       // In-switch reduction (multimem): per GPU and direction an all-reduce moves S·(1 + 1/G),
       // an all-gather or reduce-scatter S; NCCL's NVLS efficiency is the switch's achieved share.
       const double switch_rate = s.nvlink_GBps * spec_.nvlink_efficiency * nccl_nvls_efficiency(s.arch);
-      double intra = allreduce ? switch_rate / (1.0 + 1.0 / g) : switch_rate;
+      const NvlsRates intra = nvls_rates(allreduce ? switch_rate / (1.0 + 1.0 / g) : switch_rate, a, bytes);
       double inter = inf;
       if (a == NcclAlgo::nvls_tree) {
         inter = nic_node * (nodes <= 2 ? 1.0 : 0.5);  // a tree of nodes
         // NVIDIA's measured ceiling per NVLS-Tree channel (bus bandwidth).
         inter = std::min(inter, graph.channels * nccl_nvls_tree_per_channel_GBps(s) * n / nsteps);
       }
-      algbw = std::min(intra, inter);
+      algbw = std::min(intra.call_GBps, inter);
+      step_algbw = std::min(intra.step_GBps, inter);
       hops = a == NcclAlgo::nvls ? 1 : 1 + 2 * floor_log2(nodes);
       break;
     }
@@ -250,7 +266,7 @@ std::optional<CollectiveCost> CollectiveModel::price(NcclFunc f, NcclAlgo a, Ncc
   if (a == NcclAlgo::nvls_tree && spec_.network == topo::Network::efa)
     c.latency_us += 2 * kAwsNvlsNvlinkLatencyUs - nccl_hw_latency_us(false, a, p);
   c.bandwidth_GBps = algbw;
-  c.pipeline_fill_us = pipeline_fill_us(a, p, bytes, algbw);
+  c.pipeline_fill_us = pipeline_fill_us(a, p, bytes, step_algbw < 0 ? algbw : step_algbw);
   c.time_us = c.latency_us + c.pipeline_fill_us + static_cast<double>(bytes) / (1000.0 * algbw);
   return c;
 }
@@ -285,29 +301,60 @@ double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t b
     case NcclAlgo::nvls_tree: {
       // NVLS: the switch's reduction, then its multicast; NVLS Tree adds the tree of nodes.
       stages = a == NcclAlgo::nvls ? 2 : 2 + 2 * floor_log2(nodes);
-      const int channels = s.arch >= GpuArch::blackwell ? (nodes > 1 ? 32 : 24) : 16;  // NVLS_NCHANNELS_SM*
-      pipelines = channels * g;  // nChannels x nvls.nHeads
-      chunk = 128 * 1024;        // NCCL_NVLS_CHUNKSIZE
-      const auto cut = [&](double times, std::int64_t above, std::int64_t to) {
-        if (static_cast<double>(bytes) < times * pipelines * static_cast<double>(chunk) && chunk > above) chunk = to;
-      };
-      if (a == NcclAlgo::nvls) {
-        cut(64, 65536, 65536);
-        cut(8, 32768, 32768);
-        cut(2, 16384, 16384);
-      } else {
-        if (nodes >= 4) chunk = 64 * 1024;  // NCCL_NVLSTREE_MAX_CHUNKSIZE default
-        cut(32, 262144, 262144);
-        cut(16, 131072, 131072);
-        cut(4, 65536, 65536);
-        cut(1, 32768, 32768);
-      }
+      pipelines = nvls_channels() * g;  // nChannels x nvls.nHeads
+      chunk = nvls_chunk_bytes(a, bytes);
       break;
     }
   }
   if (stages <= 1 || pipelines <= 0 || chunk <= 0 || !(algbw_GBps > 0)) return 0;
   const double per_pipeline = std::min(static_cast<double>(chunk), static_cast<double>(bytes) / pipelines);
   return (stages - 1) * per_pipeline * pipelines / (1000.0 * algbw_GBps);
+}
+
+int CollectiveModel::nvls_channels() const {
+  return shape_.arch >= GpuArch::blackwell ? (shape_.nodes > 1 ? 32 : 24) : 16;  // NVLS_NCHANNELS_SM*
+}
+
+std::int64_t CollectiveModel::nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const {
+  const double concurrent_ops = static_cast<double>(nvls_channels()) * shape_.ranks_per_node;  // x nvls.nHeads
+  std::int64_t chunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
+  const auto cut = [&](double times, std::int64_t above, std::int64_t to) {
+    if (static_cast<double>(bytes) < times * concurrent_ops * static_cast<double>(chunk) && chunk > above) chunk = to;
+  };
+  if (a == NcclAlgo::nvls) {
+    cut(64, 65536, 65536);
+    cut(8, 32768, 32768);
+    cut(2, 16384, 16384);
+  } else {
+    if (shape_.nodes >= 4) chunk = 64 * 1024;  // NCCL_NVLSTREE_MAX_CHUNKSIZE default
+    cut(32, 262144, 262144);
+    cut(16, 131072, 131072);
+    cut(4, 65536, 65536);
+    cut(1, 32768, 32768);
+  }
+  return chunk;
+}
+
+NvlsRates CollectiveModel::nvls_rates(double rate_at_default_chunk_GBps, NcclAlgo a, std::int64_t bytes) const {
+  if (!std::isfinite(rate_at_default_chunk_GBps) || !(rate_at_default_chunk_GBps > 0))
+    return {rate_at_default_chunk_GBps, rate_at_default_chunk_GBps};
+  // Per channel, in ns per byte (GB/s = bytes per ns): the copy at an endless chunk.
+  const double channels = nvls_channels();
+  const double step_ns = options_.nvls_step_overhead_us * 1e3;
+  constexpr double kDefaultChunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
+  const double copy_ns_per_byte = std::max(channels / rate_at_default_chunk_GBps - step_ns / kDefaultChunk,
+                                           1.0 / options_.p2p_channel_GBps);
+  if (bytes <= 0) return {channels / copy_ns_per_byte, channels / copy_ns_per_byte};
+  const double chunk = static_cast<double>(nvls_chunk_bytes(a, bytes));
+  NvlsRates r;
+  r.step_GBps = channels / (copy_ns_per_byte + step_ns / chunk);
+  // A channel takes one step per head and loop (all_reduce.h: loopSize = channels x heads x
+  // chunk), a whole loop however little of it the call fills.
+  const double heads = shape_.ranks_per_node;
+  const double steps = heads * std::ceil(static_cast<double>(bytes) / (channels * heads * chunk));
+  const double b = static_cast<double>(bytes);
+  r.call_GBps = b / (b * copy_ns_per_byte / channels + steps * step_ns);
+  return r;
 }
 
 double CollectiveModel::network_hop_us(double nccl_hop_us, NcclProto p) const {

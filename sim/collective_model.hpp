@@ -45,6 +45,9 @@ namespace dionsim::sim {
 // The measured rate of one NCCL p2p channel (ModelOptions::p2p_channel_GBps; the source is in
 // collective_model.cpp).
 inline constexpr double kP2pChannelGBps = 21.0;
+// The fixed cost of one NVLS chunk step (ModelOptions::nvls_step_overhead_us; the source is in
+// collective_model.cpp).
+inline constexpr double kNvlsStepOverheadUs = 0.47;
 
 // What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
 struct ModelOptions {
@@ -61,6 +64,9 @@ struct ModelOptions {
   // channel, one thread block, so a send split over k parts moves at no more than k times this.
   // Measured, not NCCL's: kP2pChannelGBps's source is in collective_model.cpp.
   double p2p_channel_GBps = kP2pChannelGBps;
+  // What one NVLS chunk step costs beside its copy (us): NCCL's smaller chunks for smaller calls
+  // run slower. Measured, not NCCL's: kNvlsStepOverheadUs's source is in collective_model.cpp.
+  double nvls_step_overhead_us = kNvlsStepOverheadUs;
 };
 
 struct CollectiveCost {
@@ -82,6 +88,13 @@ struct CollectiveCost {
 // 4 Hopper, 5 Blackwell), every GPU has one NIC port per plane, NVLS where the NVSwitch
 // multicasts (Hopper+).
 [[nodiscard]] CommShape comm_shape(const topo::FabricSpec& spec, int nodes, int gpus_per_node);
+
+// NVLS's rates (GB/s) for one call: of one pipeline step (a chunk and its step's cost), and of the
+// whole call (every channel's steps, at least one per head).
+struct NvlsRates {
+  double step_GBps = 0;
+  double call_GBps = 0;
+};
 
 class CollectiveModel {
  public:
@@ -152,6 +165,14 @@ class CollectiveModel {
   // The fill of the chunk pipeline of trees and NVLS: (D - 1) chunk times, chunks as NCCL cuts
   // them (enqueue.cc calcCollChunking); 0 for rings and PAT.
   [[nodiscard]] double pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t bytes, double algbw_GBps) const;
+  // NVLS and NVLS Tree: the channels NCCL runs them on, and the chunk it cuts a call of `bytes`
+  // into (enqueue.cc calcCollChunking).
+  [[nodiscard]] int nvls_channels() const;
+  [[nodiscard]] std::int64_t nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const;
+  // NVLS's rates for a call of `bytes`, given the rate at NCCL's default chunk (where NCCL's NVLS
+  // efficiency holds): every chunk step costs nvls_step_overhead_us beside its copy, a channel
+  // copies no faster than one p2p channel, and it takes one step per head and loop.
+  [[nodiscard]] NvlsRates nvls_rates(double rate_at_default_chunk_GBps, NcclAlgo a, std::int64_t bytes) const;
 };
 
 [[nodiscard]] NcclFunc to_nccl(CollectiveOp op);  // throws std::invalid_argument for all-to-all / p2p

@@ -424,10 +424,13 @@ TEST_CASE("pipeline fill of trees and NVLS: (D - 1) chunks as NCCL cuts them", "
   REQUIRE(big);
   CHECK(big->pipeline_fill_us == Approx(131072.0 * 128 / (1000 * big->bandwidth_GBps)));
   CHECK(big->time_us == Approx(big->latency_us + big->pipeline_fill_us + (1LL << 30) / (1000 * big->bandwidth_GBps)));
-  // At 1 MiB each pipeline holds 8 KiB, less than any chunk: the fill is that piece's time.
+  // At 1 MiB each pipeline holds 8 KiB, less than any chunk: the fill is that piece's time, at
+  // the rate of a step of NCCL's smallest chunk (16 KiB: 1 MiB < 2 x 128 x 32 KiB) with its cost.
   const auto small = one.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, 1LL << 20);
   REQUIRE(small);
-  CHECK(small->pipeline_fill_us == Approx((1 << 20) / (1000 * small->bandwidth_GBps)));
+  const double copy_ns_per_byte = 16 / big->bandwidth_GBps - kNvlsStepOverheadUs * 1e3 / 131072;
+  const double step_GBps = 16 / (copy_ns_per_byte + kNvlsStepOverheadUs * 1e3 / 16384);
+  CHECK(small->pipeline_fill_us == Approx((1 << 20) / (1000 * step_GBps)));
   // Tree over 4 nodes x 8 (Simple, 512 KiB chunks): D = 2 (7 + 2) = 18 stages.
   const CollectiveModel four(topo::preset("h100-ndr400"), 4, 8);
   const auto tree = four.price(NcclFunc::allreduce, NcclAlgo::tree, NcclProto::simple, 1LL << 30);
@@ -438,6 +441,44 @@ TEST_CASE("pipeline fill of trees and NVLS: (D - 1) chunks as NCCL cuts them", "
   const auto ring = four.price(NcclFunc::allreduce, NcclAlgo::ring, NcclProto::simple, 1LL << 30);
   REQUIRE(ring);
   CHECK(ring->pipeline_fill_us == 0);
+}
+
+TEST_CASE("NVLS: every chunk step costs a fixed time, a channel copies at most one p2p channel's rate", "[collective][model]") {
+  // One H100 node: 16 channels x 8 heads. NCCL's chunk is 128 KiB from 64 x 128 x 128 KiB = 1 GiB
+  // up, 64 KiB from 8 x 128 x 64 KiB = 64 MiB. Between two sizes of one chunk the slope is that
+  // chunk's rate, 16 / (copy + o / chunk) in bytes per ns: NCCL's NVLS efficiency holds at 128 KiB.
+  const CollectiveModel one(topo::preset("h100-ndr400"), 1, 8);
+  const auto time = [&](const CollectiveModel& m, std::int64_t bytes) {
+    const auto c = m.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, bytes);
+    REQUIRE(c);
+    return c->time_us;
+  };
+  const auto slope_GBps = [&](const CollectiveModel& m, std::int64_t a) { return a / (1000 * (time(m, 2 * a) - time(m, a))); };
+  const double at_128k = slope_GBps(one, 1LL << 31), at_64k = slope_GBps(one, 1LL << 27);
+  const double o_ns = kNvlsStepOverheadUs * 1e3;
+  const double copy = 16 / at_128k - o_ns / 131072;  // ns per byte per channel
+  CHECK(copy > 1 / kP2pChannelGBps);  // H100: its NVLink, not the channel's copy, sets the rate
+  CHECK(at_64k == Approx(16 / (copy + o_ns / 65536)).epsilon(1e-9));
+  CHECK(at_64k / at_128k == Approx(0.94).margin(0.01));  // the measured 260 / 276 GB/s
+  // Without the step's cost both chunks run at one rate.
+  ModelOptions free_steps;
+  free_steps.nvls_step_overhead_us = 0;
+  const CollectiveModel free(topo::preset("h100-ndr400"), 1, 8, free_steps);
+  CHECK(slope_GBps(free, 1LL << 27) == Approx(slope_GBps(free, 1LL << 31)).epsilon(1e-9));
+
+  // A channel takes one step per head and loop, however little of the loop a call fills: on
+  // 64 GB300 GPUs in one domain (24 channels, 64 heads) a 512 KiB call still takes 64 steps.
+  const CollectiveModel rack(topo::preset("gb300-nvl72"), 16, 4);
+  const auto small = rack.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, 512 << 10);
+  REQUIRE(small);
+  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) > 64 * kNvlsStepOverheadUs);
+  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) < 64 * kNvlsStepOverheadUs + 2);
+  // NVLink 5 outruns the channels: from 8 GPUs up the rate is 24 channels' copy, whatever the
+  // domain's size (the all-reduce's own traffic, S (1 + 1/G), no longer sets it).
+  const CollectiveModel two_trays(topo::preset("gb300-nvl72"), 2, 4);
+  const double expected = 24 / (1 / kP2pChannelGBps + o_ns / 131072);
+  CHECK(slope_GBps(rack, 1LL << 34) == Approx(expected).epsilon(1e-3));  // whole loops: not exactly
+  CHECK(slope_GBps(two_trays, 1LL << 33) == Approx(expected).epsilon(1e-3));
 }
 
 TEST_CASE("all-to-all: grouped p2p latency, DES transfer, and Mode::fast = Mode::exact, with PXN", "[collective][model]") {
