@@ -301,7 +301,7 @@ double CollectiveModel::pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t b
     case NcclAlgo::nvls_tree: {
       // NVLS: the switch's reduction, then its multicast; NVLS Tree adds the tree of nodes.
       stages = a == NcclAlgo::nvls ? 2 : 2 + 2 * floor_log2(nodes);
-      pipelines = nvls_channels() * g;  // nChannels x nvls.nHeads
+      pipelines = nvls_channels() * nvls_heads();  // nChannels x nvls.nHeads
       chunk = nvls_chunk_bytes(a, bytes);
       break;
     }
@@ -315,8 +315,13 @@ int CollectiveModel::nvls_channels() const {
   return shape_.arch >= GpuArch::blackwell ? (shape_.nodes > 1 ? 32 : 24) : 16;  // NVLS_NCHANNELS_SM*
 }
 
+int CollectiveModel::nvls_heads() const {
+  // NVLS's graph search finds one head per GPU, at most NCCL_MAX_NVLS_ARITY (32; search.cc).
+  return std::min(shape_.ranks_per_node, 32);
+}
+
 std::int64_t CollectiveModel::nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const {
-  const double concurrent_ops = static_cast<double>(nvls_channels()) * shape_.ranks_per_node;  // x nvls.nHeads
+  const double concurrent_ops = static_cast<double>(nvls_channels()) * nvls_heads();
   std::int64_t chunk = 128 * 1024;  // NCCL_NVLS_CHUNKSIZE
   const auto cut = [&](double times, std::int64_t above, std::int64_t to) {
     if (static_cast<double>(bytes) < times * concurrent_ops * static_cast<double>(chunk) && chunk > above) chunk = to;
@@ -350,7 +355,7 @@ NvlsRates CollectiveModel::nvls_rates(double rate_at_default_chunk_GBps, NcclAlg
   r.step_GBps = channels / (copy_ns_per_byte + step_ns / chunk);
   // A channel takes one step per head and loop (all_reduce.h: loopSize = channels x heads x
   // chunk), a whole loop however little of it the call fills.
-  const double heads = shape_.ranks_per_node;
+  const double heads = nvls_heads();
   const double steps = heads * std::ceil(static_cast<double>(bytes) / (channels * heads * chunk));
   const double b = static_cast<double>(bytes);
   r.call_GBps = b / (b * copy_ns_per_byte / channels + steps * step_ns);

@@ -165,9 +165,11 @@ class CollectiveModel {
   // The fill of the chunk pipeline of trees and NVLS: (D - 1) chunk times, chunks as NCCL cuts
   // them (enqueue.cc calcCollChunking); 0 for rings and PAT.
   [[nodiscard]] double pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t bytes, double algbw_GBps) const;
-  // NVLS and NVLS Tree: the channels NCCL runs them on, and the chunk it cuts a call of `bytes`
+  // NVLS and NVLS Tree: the channels NCCL runs them on, its heads (the GPUs that reduce a slice
+  // each), and the chunk it cuts a call of `bytes`
   // into (enqueue.cc calcCollChunking).
   [[nodiscard]] int nvls_channels() const;
+  [[nodiscard]] int nvls_heads() const;
   [[nodiscard]] std::int64_t nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const;
   // NVLS's rates for a call of `bytes`, given the rate at NCCL's default chunk (where NCCL's NVLS
   // efficiency holds): every chunk step costs nvls_step_overhead_us beside its copy, a channel

@@ -112,8 +112,8 @@ struct InterNodePriorEstimate {
 [[nodiscard]] InterNodePriorEstimate inter_node_prior_from_published(const std::vector<PublishedRow>& rows);
 // inter_node_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
 inline constexpr double kLinkTimeLow = 0.780, kLinkTimeHigh = 3.198;          // 25 groups
-inline constexpr double kAlltoallVsRingLow = 0.807, kAlltoallVsRingHigh = 2.932;  // 12 pairs
-inline constexpr double kNodeScaling = 0.332;                                     // 11 steps
+inline constexpr double kAlltoallVsRingLow = 0.759, kAlltoallVsRingHigh = 2.572;  // 12 pairs
+inline constexpr double kNodeScaling = 0.384;                                     // 11 steps
 
 // The NVLink domain of an unseen cluster, from the same rows and by the same rules as the
 // inter-node link above: bandwidth-bound rows (>= 64 MiB) whose ranks share one NVLink domain
@@ -131,8 +131,8 @@ struct IntraDomainPriorEstimate {
 };
 [[nodiscard]] IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<PublishedRow>& rows);
 // intra_domain_prior_from_published on the committed CSV, rounded to 3 decimals (a test checks them).
-inline constexpr double kIntraLinkTimeLow = 0.967, kIntraLinkTimeHigh = 1.089;              // 8 groups
-inline constexpr double kIntraAlltoallVsRingLow = 0.910, kIntraAlltoallVsRingHigh = 1.111;  // 6 pairs
+inline constexpr double kIntraLinkTimeLow = 1.004, kIntraLinkTimeHigh = 1.100;              // 8 groups
+inline constexpr double kIntraAlltoallVsRingLow = 0.910, kIntraAlltoallVsRingHigh = 1.070;  // 6 pairs
 
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).

@@ -5,7 +5,7 @@ set(cal19 ${PROJECT_SOURCE_DIR}/docs/calibration-seed-h100.json)
 # validate --extrapolate on the seed: fitted on 1 node, the 2-node runs with coverage and the
 # global - global_capped difference (+38.1 ms measured).
 dionsim_cli_test(validate_extrapolate_seed EXIT 0
-                 MATCH "fitted on 1 node count\\(s\\) up to 1, predicted 2 nodes.*\\| step_wall_ms \\| 2 \\| 2 \\(.*\\| all \\| 16 \\| 13 \\(.*\\| 2 \\| global − global_capped \\| step_wall_ms \\| \\+38\\.1 \\| \\+9\\.2 ± 29\\.6 \\| [^|]+ \\| yes"
+                 MATCH "fitted on 1 node count\\(s\\) up to 1, predicted 2 nodes.*\\| step_wall_ms \\| 2 \\| 2 \\(.*\\| all \\| 16 \\| 13 \\(.*\\| 2 \\| global − global_capped \\| step_wall_ms \\| \\+38\\.1 \\| \\+9\\.2 ± 28\\.9 \\| [^|]+ \\| yes"
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate)
 dionsim_cli_test(validate_extrapolate_json EXIT 0 MATCH "\"coverage_summary\".*\"predicted_lo\""
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --json)

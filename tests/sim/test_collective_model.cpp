@@ -467,12 +467,13 @@ TEST_CASE("NVLS: every chunk step costs a fixed time, a channel copies at most o
   CHECK(slope_GBps(free, 1LL << 27) == Approx(slope_GBps(free, 1LL << 31)).epsilon(1e-9));
 
   // A channel takes one step per head and loop, however little of the loop a call fills: on
-  // 64 GB300 GPUs in one domain (24 channels, 64 heads) a 512 KiB call still takes 64 steps.
+  // 64 GB300 GPUs in one domain (24 channels, 32 heads: NCCL_MAX_NVLS_ARITY) a 512 KiB call still
+  // takes 32 steps.
   const CollectiveModel rack(topo::preset("gb300-nvl72"), 16, 4);
   const auto small = rack.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, 512 << 10);
   REQUIRE(small);
-  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) > 64 * kNvlsStepOverheadUs);
-  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) < 64 * kNvlsStepOverheadUs + 2);
+  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) > 32 * kNvlsStepOverheadUs);
+  CHECK((512 << 10) / (1000 * small->bandwidth_GBps) < 32 * kNvlsStepOverheadUs + 2);
   // NVLink 5 outruns the channels: from 8 GPUs up the rate is 24 channels' copy, whatever the
   // domain's size (the all-reduce's own traffic, S (1 + 1/G), no longer sets it).
   const CollectiveModel two_trays(topo::preset("gb300-nvl72"), 2, 4);
