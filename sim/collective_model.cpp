@@ -316,8 +316,8 @@ int CollectiveModel::nvls_channels() const {
 }
 
 int CollectiveModel::nvls_heads() const {
-  // NVLS's graph search finds one head per GPU, at most NCCL_MAX_NVLS_ARITY (32; search.cc).
-  return std::min(shape_.ranks_per_node, 32);
+  // NVLS's graph search finds one head per GPU, at most NCCL_MAX_NVLS_ARITY (search.cc).
+  return std::min(shape_.ranks_per_node, kNcclMaxNvlsArity);
 }
 
 std::int64_t CollectiveModel::nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const {

@@ -204,7 +204,7 @@ NcclGraph dup_channels(const CommShape& s, NcclGraph g) {
 NcclGraph nvls_graph(const CommShape& s) {
   NcclGraph g;
   if (s.arch < GpuArch::hopper || !s.nvswitch_multicast || s.ranks_per_node < 2) return g;
-  const int ch = std::min(s.ranks_per_node, kMaxRingChannels);
+  const int ch = std::min(s.ranks_per_node, kNcclMaxNvlsArity);  // search.cc: one head per GPU, at most the arity
   const double budget = nccl_nvlink_GBps(s) * s.ranks_per_node / (s.ranks_per_node - 1.0);
   const bool multi = s.nodes > 1;
   const std::vector<double>& table = speeds(s.arch, multi);
@@ -515,10 +515,13 @@ NcclTuningModel::NcclTuningModel(const CommShape& s) : shape_(s) {
         latency_[f][a][p] = lat;
       }
     }
-    // Enable rules: NVLS Tree needs several nodes; NVLS across nodes needs CollNet (off);
-    // LL128 is on for Volta+ over NVLink with GPU-direct NICs (all dionsim fabrics).
+    // Enable rules: NVLS Tree needs several nodes; NVLS across nodes needs CollNet (off); NVLS
+    // all-gather / reduce-scatter need every local rank a head, at most NCCL_MAX_NVLS_ARITY
+    // (enqueue.cc topoGetAlgoInfo); LL128 is on for Volta+ over NVLink with GPU-direct NICs (all
+    // dionsim fabrics).
     for (int a = 0; a < kNcclAlgos; ++a) {
-      const bool off = (nodes == 1 && a == kNvlsTree) || (nodes > 1 && a == kNvls);
+      const bool off = (nodes == 1 && a == kNvlsTree) || (nodes > 1 && a == kNvls) ||
+                       ((a == kNvls || a == kNvlsTree) && !allreduce && ppn > kNcclMaxNvlsArity);
       if (off)
         for (int p = 0; p < kNcclProtos; ++p) bandwidth_[f][a][p] = 0;
     }

@@ -23,6 +23,10 @@ enum class GpuArch { volta, ampere, hopper, blackwell };
 enum class NetKind { ib, roce, efa };
 enum class NcclFunc { allgather, reducescatter, allreduce };
 enum class NcclAlgo { ring, tree, nvls, nvls_tree, pat };
+
+// NCCL_MAX_NVLS_ARITY (device.h, 2.19-2.30): NVLS heads per NVLink domain; NVLS all-gather and
+// reduce-scatter need every local rank a head.
+inline constexpr int kNcclMaxNvlsArity = 32;
 enum class NcclProto { ll, ll128, simple };
 inline constexpr int kNcclFuncs = 3;
 inline constexpr int kNcclAlgos = 5;

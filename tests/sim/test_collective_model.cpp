@@ -453,7 +453,9 @@ TEST_CASE("NVLS: every chunk step costs a fixed time, a channel copies at most o
     REQUIRE(c);
     return c->time_us;
   };
-  const auto slope_GBps = [&](const CollectiveModel& m, std::int64_t a) { return a / (1000 * (time(m, 2 * a) - time(m, a))); };
+  const auto slope_GBps = [&](const CollectiveModel& m, std::int64_t a) {
+    return static_cast<double>(a) / (1000 * (time(m, 2 * a) - time(m, a)));
+  };
   const double at_128k = slope_GBps(one, 1LL << 31), at_64k = slope_GBps(one, 1LL << 27);
   const double o_ns = kNvlsStepOverheadUs * 1e3;
   const double copy = 16 / at_128k - o_ns / 131072;  // ns per byte per channel
@@ -480,6 +482,19 @@ TEST_CASE("NVLS: every chunk step costs a fixed time, a channel copies at most o
   const double expected = 24 / (1 / kP2pChannelGBps + o_ns / 131072);
   CHECK(slope_GBps(rack, 1LL << 34) == Approx(expected).epsilon(1e-3));  // whole loops: not exactly
   CHECK(slope_GBps(two_trays, 1LL << 33) == Approx(expected).epsilon(1e-3));
+}
+
+TEST_CASE("NVLS all-gather and reduce-scatter need every local rank a head: at most 32 per domain", "[collective][model]") {
+  // NCCL_MAX_NVLS_ARITY: 8 trays (32 GPUs) of a GB200 rack run NVLS all-gathers, 16 trays do not;
+  // all-reduce runs NVLS on both (32 of the 64 GPUs are heads).
+  const CollectiveModel eight(topo::preset("gb200-nvl72"), 8, 4), sixteen(topo::preset("gb200-nvl72"), 16, 4);
+  CHECK(eight.price(NcclFunc::allgather, NcclAlgo::nvls, NcclProto::simple, 1LL << 30).has_value());
+  CHECK(eight.price(NcclFunc::reducescatter, NcclAlgo::nvls, NcclProto::simple, 1LL << 30).has_value());
+  CHECK_FALSE(sixteen.price(NcclFunc::allgather, NcclAlgo::nvls, NcclProto::simple, 1LL << 30).has_value());
+  CHECK_FALSE(sixteen.price(NcclFunc::reducescatter, NcclAlgo::nvls, NcclProto::simple, 1LL << 30).has_value());
+  CHECK(sixteen.price(NcclFunc::allreduce, NcclAlgo::nvls, NcclProto::simple, 1LL << 30).has_value());
+  CHECK(sixteen.cost(CollectiveOp::allgather, 1LL << 30).algorithm != "nvls");
+  CHECK(sixteen.nccl().graph(NcclAlgo::nvls).channels == 32);  // the heads
 }
 
 TEST_CASE("all-to-all: grouped p2p latency, DES transfer, and Mode::fast = Mode::exact, with PXN", "[collective][model]") {
