@@ -5,7 +5,8 @@
 # its 45 node pairs at 1/2/4/8 GPUs per node, the single-node runs of its other nodes and the
 # send/recv blocks of its 10-node logs — predicted nominally on h100-ndr400 by
 # `validate-collectives --nccl-tests`. The single-node send/recv blocks are left out: the model's
-# p2p channel copy rate was measured on them (scripts/p2p_channel_rate.py).
+# p2p channel copy rate was measured on them (scripts/p2p_channel_rate.py); so are the 8-GPU
+# single-node all-reduce blocks, on which NVLS's step cost was (scripts/nvls_step_overhead.py).
 # Usage: scripts/validate_unpublished_logs.sh CHECKOUT [DIONSIM] [extra validate-collectives flags…]
 #   CHECKOUT: a clone of github.com/xxrjun/nccl-tests-cluster (checked at 455de4f) or a bare git
 #   directory of it; the logs are read from its HEAD. Not committed here: the data are that
@@ -35,9 +36,12 @@ while IFS= read -r path; do
     # measurements.csv holds this log's four collectives, not its send/recv: only that is out of
     # sample.
     git --git-dir="$git_dir" show "HEAD:$path" | blocks sendrecv_perf 1 > "$out"
-  elif [[ "$path" == */single-node/* ]]; then
+  elif [[ "$path" == */single-node/*_G8_* ]]; then
     # The single-node send/recv rows are what the p2p channel copy rate was measured on
-    # (scripts/p2p_channel_rate.py): not predictions.
+    # (scripts/p2p_channel_rate.py), the 8-GPU all-reduce rows what NVLS's step cost was
+    # (scripts/nvls_step_overhead.py): not predictions.
+    git --git-dir="$git_dir" show "HEAD:$path" | blocks sendrecv_perf 0 | blocks all_reduce_perf 0 > "$out"
+  elif [[ "$path" == */single-node/* ]]; then
     git --git-dir="$git_dir" show "HEAD:$path" | blocks sendrecv_perf 0 > "$out"
   else
     git --git-dir="$git_dir" show "HEAD:$path" > "$out"
@@ -46,5 +50,5 @@ while IFS= read -r path; do
 done < <(git --git-dir="$git_dir" ls-tree -r --name-only HEAD |
          grep -E '^benchmarks/example-cluster01/nccl-benchmark-results/(pairwise|single-node|multi-node)/.*\.log$')
 [ ${#logs[@]} -gt 0 ] || { echo "$0: no example-cluster01 logs under $checkout" >&2; exit 2; }
-echo "# ${#logs[@]} logs of example-cluster01: the rows measurements.csv does not hold, less the single-node send/recv" >&2
+echo "# ${#logs[@]} logs of example-cluster01: the rows measurements.csv does not hold, less the single-node send/recv and 8-GPU all-reduce" >&2
 "$exe" validate-collectives --nccl-tests "$(IFS=,; echo "${logs[*]}")" --fabric h100-ndr400 "$@"
