@@ -166,8 +166,7 @@ class CollectiveModel {
   // them (enqueue.cc calcCollChunking); 0 for rings and PAT.
   [[nodiscard]] double pipeline_fill_us(NcclAlgo a, NcclProto p, std::int64_t bytes, double algbw_GBps) const;
   // NVLS and NVLS Tree: the channels NCCL runs them on, its heads (the GPUs that reduce a slice
-  // each), and the chunk it cuts a call of `bytes`
-  // into (enqueue.cc calcCollChunking).
+  // each), and the chunk it cuts a call of `bytes` into (enqueue.cc calcCollChunking).
   [[nodiscard]] int nvls_channels() const;
   [[nodiscard]] int nvls_heads() const;
   [[nodiscard]] std::int64_t nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) const;

@@ -23,14 +23,13 @@ enum class GpuArch { volta, ampere, hopper, blackwell };
 enum class NetKind { ib, roce, efa };
 enum class NcclFunc { allgather, reducescatter, allreduce };
 enum class NcclAlgo { ring, tree, nvls, nvls_tree, pat };
-
-// NCCL_MAX_NVLS_ARITY (device.h, 2.19-2.30): NVLS heads per NVLink domain; NVLS all-gather and
-// reduce-scatter need every local rank a head.
-inline constexpr int kNcclMaxNvlsArity = 32;
 enum class NcclProto { ll, ll128, simple };
 inline constexpr int kNcclFuncs = 3;
 inline constexpr int kNcclAlgos = 5;
 inline constexpr int kNcclProtos = 3;
+// NCCL_MAX_NVLS_ARITY (device.h, 2.19-2.30): NVLS heads per NVLink domain; NVLS all-gather and
+// reduce-scatter need every local rank a head.
+inline constexpr int kNcclMaxNvlsArity = 32;
 
 // floor(log2 n) for n >= 1, -1 for n <= 0: the tree depths and size bins of the tuning model.
 [[nodiscard]] int floor_log2(std::int64_t n);
