@@ -20,10 +20,10 @@ Usage: scripts/nvls_step_overhead.py CHECKOUT
   directory of it.
 """
 import os
-import re
 import statistics
-import subprocess
 import sys
+
+from cluster01_logs import single_node_rows
 
 CHANNELS = 16  # NVLS_NCHANNELS_SM90
 HEADS = 8      # one node: every GPU is a head
@@ -53,24 +53,10 @@ def class_rate(rows, c):
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    checkout = sys.argv[1]
-    git_dir = os.path.join(checkout, ".git") if os.path.isdir(os.path.join(checkout, ".git")) else checkout
-    git = ["git", "--git-dir", git_dir]
-    paths = subprocess.run(git + ["ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    logs = [p for p in paths if re.search(r"example-cluster01/.*/nccl_N1_G8_[^/]*\.log$", p) and SCORED not in p]
-    if not logs:
-        sys.exit(f"{sys.argv[0]}: no example-cluster01 8-GPU single-node logs under {checkout}")
     costs = []
-    for path in logs:
-        text = subprocess.run(git + ["show", "HEAD:" + path], capture_output=True, text=True, check=True).stdout
-        block = re.search(r"starting: all_reduce_perf(.*?)concluded", text, re.S)
-        if not block:
-            continue
-        # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
-        rows = [l.split() for l in block.group(1).splitlines() if re.match(r"\s+\d", l)]
-        for column, placement in ((5, "out-of-place"), (9, "in-place")):
-            timed = [(int(r[0]), float(r[column])) for r in rows]
+    for path, _, rows in single_node_rows(sys.argv[1], "8", "all_reduce_perf", skip=SCORED):
+        for column, placement in ((1, "out-of-place"), (2, "in-place")):
+            timed = [(r[0], r[column]) for r in rows]
             r64, r128 = class_rate(timed, 65536), class_rate(timed, 131072)
             if r64 is None or r128 is None:
                 continue
@@ -80,8 +66,8 @@ def main():
             print(f"{os.path.basename(path)} {placement}: 64 KiB chunks {r64:.1f} GB/s, 128 KiB {r128:.1f} GB/s, "
                   f"step cost {o_ns / 1e3:.2f} us")
     if not costs:
-        sys.exit(f"{sys.argv[0]}: no all-reduce with both chunk sizes in {len(logs)} logs")
-    print(f"# {len(costs)} estimates of {len(logs)} logs: median {statistics.median(costs):.2f} us per step, "
+        sys.exit(f"{sys.argv[0]}: no all-reduce with both chunk sizes")
+    print(f"# {len(costs)} estimates: median {statistics.median(costs):.2f} us per step, "
           f"range {min(costs):.2f}-{max(costs):.2f}")
 
 

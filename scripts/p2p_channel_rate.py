@@ -16,10 +16,10 @@ Usage: scripts/p2p_channel_rate.py CHECKOUT
   directory of it.
 """
 import os
-import re
 import statistics
-import subprocess
 import sys
+
+from cluster01_logs import single_node_rows
 
 # One H100 node as NCCL 2.29 sets up p2p (sim/nccl_tuning.cpp nccl_p2p_plan): 32 p2p channels,
 # 32 channels per peer (2 per NVLink, 18 NVLinks, pow2Up, capped at the p2p channels).
@@ -50,24 +50,8 @@ def parts(ranks, bytes_per_peer):
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    checkout = sys.argv[1]
-    git_dir = os.path.join(checkout, ".git") if os.path.isdir(os.path.join(checkout, ".git")) else checkout
-    git = ["git", "--git-dir", git_dir]
-    paths = subprocess.run(git + ["ls-tree", "-r", "--name-only", "HEAD"], capture_output=True, text=True,
-                           check=True).stdout.split()
-    logs = [p for p in paths if re.search(r"example-cluster01/.*/nccl_N1_G[48]_[^/]*\.log$", p)]
-    if not logs:
-        sys.exit(f"{sys.argv[0]}: no example-cluster01 single-node logs under {checkout}")
     slopes = []
-    for path in logs:
-        ranks = int(re.search(r"_G(\d+)_", path).group(1))
-        text = subprocess.run(git + ["show", "HEAD:" + path], capture_output=True, text=True, check=True).stdout
-        block = re.search(r"starting: sendrecv_perf(.*?)concluded", text, re.S)
-        if not block:
-            continue
-        # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
-        rows = [l.split() for l in block.group(1).splitlines() if re.match(r"\s+\d", l)]
-        rows = [(int(r[0]), float(r[5]), float(r[9])) for r in rows]
+    for path, ranks, rows in single_node_rows(sys.argv[1], "[48]", "sendrecv_perf"):
         for (s1, out1, in1), (s2, out2, in2) in zip(rows, rows[1:]):
             k = parts(ranks, s1)
             if k != parts(ranks, s2) or k * 25 > NVLINK_GBPS:
@@ -78,8 +62,8 @@ def main():
                 print(f"{os.path.basename(path)} {ranks} ranks {s1 >> 20}->{s2 >> 20} MiB, {k} parts: "
                       f"{per_channel:.2f} GB/s per channel")
     if not slopes:
-        sys.exit(f"{sys.argv[0]}: no send/recv size pairs with equal part counts in {len(logs)} logs")
-    print(f"# {len(slopes)} slopes of {len(logs)} logs: median {statistics.median(slopes):.2f} GB/s per channel, "
+        sys.exit(f"{sys.argv[0]}: no send/recv size pairs with equal part counts")
+    print(f"# {len(slopes)} slopes: median {statistics.median(slopes):.2f} GB/s per channel, "
           f"range {min(slopes):.1f}-{max(slopes):.1f}")
 
 
