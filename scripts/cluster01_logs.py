@@ -3,6 +3,7 @@ H100 nodes), read from a clone or a bare git directory at its HEAD: what
 scripts/p2p_channel_rate.py and scripts/nvls_step_overhead.py measure the model's constants on."""
 import os
 import re
+import statistics
 import subprocess
 import sys
 
@@ -27,3 +28,11 @@ def single_node_rows(checkout, gpus, test, skip=None):
         # size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong
         rows = [l.split() for l in block.group(1).splitlines() if re.match(r"\s+\d", l)]
         yield path, int(re.search(r"_G(\d+)_", path).group(1)), [(int(r[0]), float(r[5]), float(r[9])) for r in rows]
+
+
+def print_median(values, what, unit, digits):
+    """The closing line: the median and range of `values`, or exit naming what was not found."""
+    if not values:
+        sys.exit(f"{sys.argv[0]}: no {what} in the logs")
+    lo, mid, hi = min(values), statistics.median(values), max(values)
+    print(f"# {len(values)} {what}: median {mid:.2f} {unit}, range {lo:.{digits}f}-{hi:.{digits}f}")

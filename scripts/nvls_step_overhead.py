@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 
-from cluster01_logs import single_node_rows
+from cluster01_logs import print_median, single_node_rows
 
 CHANNELS = 16  # NVLS_NCHANNELS_SM90
 HEADS = 8      # one node: every GPU is a head
@@ -65,10 +65,7 @@ def main():
             costs.append(o_ns / 1e3)
             print(f"{os.path.basename(path)} {placement}: 64 KiB chunks {r64:.1f} GB/s, 128 KiB {r128:.1f} GB/s, "
                   f"step cost {o_ns / 1e3:.2f} us")
-    if not costs:
-        sys.exit(f"{sys.argv[0]}: no all-reduce with both chunk sizes")
-    print(f"# {len(costs)} estimates: median {statistics.median(costs):.2f} us per step, "
-          f"range {min(costs):.2f}-{max(costs):.2f}")
+    print_median(costs, "step-cost estimates (all-reduces with both chunk sizes)", "us per step", 2)
 
 
 if __name__ == "__main__":

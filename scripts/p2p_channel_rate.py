@@ -16,10 +16,9 @@ Usage: scripts/p2p_channel_rate.py CHECKOUT
   directory of it.
 """
 import os
-import statistics
 import sys
 
-from cluster01_logs import single_node_rows
+from cluster01_logs import print_median, single_node_rows
 
 # One H100 node as NCCL 2.29 sets up p2p (sim/nccl_tuning.cpp nccl_p2p_plan): 32 p2p channels,
 # 32 channels per peer (2 per NVLink, 18 NVLinks, pow2Up, capped at the p2p channels).
@@ -61,10 +60,7 @@ def main():
                 slopes.append(per_channel)
                 print(f"{os.path.basename(path)} {ranks} ranks {s1 >> 20}->{s2 >> 20} MiB, {k} parts: "
                       f"{per_channel:.2f} GB/s per channel")
-    if not slopes:
-        sys.exit(f"{sys.argv[0]}: no send/recv size pairs with equal part counts")
-    print(f"# {len(slopes)} slopes: median {statistics.median(slopes):.2f} GB/s per channel, "
-          f"range {min(slopes):.1f}-{max(slopes):.1f}")
+    print_median(slopes, "slopes of send/recv size pairs with equal part counts", "GB/s per channel", 1)
 
 
 if __name__ == "__main__":
