@@ -365,7 +365,7 @@ TEST_CASE("validate --extrapolate on the seed: fit 1 node, predict 2 nodes", "[i
   // the central link (9 of 16 at 55 % without that). The window GEMMs, slowed beside the 3× longer
   // all-to-all, are a miss the 1-node model form cannot show, and so (since the collective model
   // explains the published clusters better and their range narrowed to × 0.78–3.20) is global's
-  // stream window, 60.2 ms against an upper end of 58.0. Not tuned on the held-out runs.
+  // stream window, 60.2 ms against an upper end of 55.4. Not tuned on the held-out runs.
   CHECK(all.covered == 13);
   CHECK(all.mean_half_width_pct == Approx(64.5).margin(0.5));
   for (const auto& m : e.summary) {
