@@ -341,8 +341,6 @@ std::int64_t CollectiveModel::nvls_chunk_bytes(NcclAlgo a, std::int64_t bytes) c
 }
 
 NvlsRates CollectiveModel::nvls_rates(double rate_at_default_chunk_GBps, NcclAlgo a, std::int64_t bytes) const {
-  if (!std::isfinite(rate_at_default_chunk_GBps) || !(rate_at_default_chunk_GBps > 0))
-    return {rate_at_default_chunk_GBps, rate_at_default_chunk_GBps};
   // Per channel, in ns per byte (GB/s = bytes per ns): the copy at an endless chunk.
   const double channels = nvls_channels();
   const double step_ns = options_.nvls_step_overhead_us * 1e3;
