@@ -123,7 +123,7 @@ int run_validate(std::span<const std::string> args) {
   std::string calibration;
   bool extrapolate = false, no_intervals = false;
   double fabric_spread = analysis::kPublishedFabricSpread;
-  std::string inter_node_prior;
+  std::string inter_node_prior, net_step_prior;
   cmd.options().add_options()("measured", po::value(&measured)->value_name("FILE.csv"), "measurement CSV")(
       "where", po::value(&where)->value_name("KEY=VALUE"),
       "select configurations (repeatable; one key's values are alternatives, different keys must all match)")(
@@ -137,7 +137,9 @@ int run_validate(std::span<const std::string> args) {
       "fabric-spread", po::value<std::string>()->default_value(std::to_string(analysis::kPublishedFabricSpread))->notifier([&](const std::string& v) { fabric_spread = parse_double(v, "--fabric-spread"); }),
       "relative sd of inter-node bandwidth between node sets (the intervals' fabric term; docs/calibration.md)")(
       "inter-node-prior", po::value(&inter_node_prior)->value_name("LO,HI"),
-      "90 % range of the inter-node link's time as a factor on the fabric's model, for a fit without inter-node runs");
+      "90 % range of the inter-node link's time as a factor on the fabric's model, for a fit without inter-node runs")(
+      "net-step-prior", po::value(&net_step_prior)->value_name("LO,HI"),
+      "90 % range of one network step's cost beyond the model's (us), for a fit without one from nccl-tests logs");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
   const auto& common = cmd.common();
@@ -151,6 +153,7 @@ int run_validate(std::span<const std::string> args) {
   analysis::IntervalOptions io;
   io.fabric_spread = fabric_spread;
   if (!inter_node_prior.empty()) analysis::parse_inter_node_prior(inter_node_prior, io);
+  if (!net_step_prior.empty()) analysis::parse_net_step_prior(net_step_prior, io);
   analysis::check_interval_options(io);  // before any work
   std::optional<analysis::Database> db;
   if (!common.db.empty()) db = analysis::Database::open(common.db);
@@ -167,6 +170,7 @@ int run_validate(std::span<const std::string> args) {
   // What a stored validation depends on (its configuration hash); a re-run replaces it.
   json config = {{"source", measured.empty() ? common.db : measured}, {"where", where}, {"fabric_spread", fabric_spread}};
   if (!inter_node_prior.empty()) config["inter_node_prior"] = inter_node_prior;
+  if (!net_step_prior.empty()) config["net_step_prior"] = net_step_prior;
   Validation v{common, selected, io, std::move(config), db ? &*db : nullptr};
   if (extrapolate) {
     run_extrapolation(std::move(v));

@@ -55,6 +55,11 @@ void add_whatif_options(po::options_description& options, WhatifCli& cli) {
            [&cli](const std::string& v) { analysis::parse_inter_node_prior(v, cli.intervals); }),
        "90 % range of the inter-node link's time as a factor on the fabric's model, for a calibration without "
        "inter-node runs (default: the published clusters', 0.780,3.198; docs/calibration.md)")
+      ("net-step-prior", po::value<std::string>()->value_name("LO,HI")->notifier(
+           [&cli](const std::string& v) { analysis::parse_net_step_prior(v, cli.intervals); }),
+       "90 % range of one network step's cost beyond the model's (us; collectives and the all-to-all's network "
+       "rounds), for a calibration without one from nccl-tests logs (default: the published clusters', -0.6,64.1; "
+       "docs/calibration.md)")
       ("deferral-estimate", po::value(&o.deferral_estimate)->default_value(o.deferral_estimate),
        "global_capped's deferral by the deferral engine: analytic (spec §4.12, first step, iid) | simulated "
        "(--deferral-steps of momentum + error feedback, the optimizer's own capped pack)")

@@ -117,6 +117,11 @@ bool apply_prior(const ParameterPrior& p, int side, sim::KernelCalibration& kc, 
     c.alltoall_intra_efficiency = clamp_efficiency(c.alltoall_intra_efficiency * v);
   } else if (p.name == "alltoall_inter_efficiency") {
     c.alltoall_inter_efficiency = clamp_efficiency(c.alltoall_inter_efficiency * v);
+  } else if (p.name == "collective_net_hop_extra_us") {
+    // Every network step of the collectives and of the all-to-all's network rounds (the collective
+    // model's one term for it; a calibration from nccl-tests logs fits the same term).
+    if (v == c.collective_options.net_hop_extra_us) return false;
+    c.collective_options.net_hop_extra_us = v;
   } else if (p.name == "alltoall_latency_us") {
     if (v <= c.alltoall_latency_us) return false;
     c.alltoall_latency_us = v;
@@ -281,6 +286,40 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
   return e;
 }
 
+NetHopPriorEstimate net_hop_prior_from_published(const std::vector<PublishedRow>& rows) {
+  constexpr std::int64_t kMaxBytes = std::int64_t{64} << 10;  // validate-collectives' latency regime
+  std::vector<PublishedRow> latency;
+  for (const auto& r : rows) {
+    if (r.nodes < 2 || r.size_bytes <= 0 || r.size_bytes > kMaxBytes || !(r.time_us > 0)) continue;
+    if (r.collective == "alltoall" || r.collective == "sendrecv") continue;
+    if (r.placement != "out-of-place" && r.placement != "in-place") continue;
+    latency.push_back(r);
+  }
+  // The model's network steps per row: its time's derivative in collective_net_hop_extra_us (the
+  // model is linear in it: the algorithm NCCL's tuner picks does not see dionsim's extras).
+  Calibration probe;
+  probe.name = "network-step probe";
+  probe.parameters["collective_net_hop_extra_us"] = {1.0, 0.0, "us"};
+  const auto nominal = predict_published(latency);
+  const auto probed = predict_published(latency, &probe);
+  std::map<std::tuple<std::string, int, int>, std::vector<double>> groups;
+  for (std::size_t i = 0; i < nominal.size(); ++i) {
+    const auto& p = nominal[i];
+    if (!p.skipped.empty() || !(p.dionsim_us > 0) || p.nvlink_domains < 2) continue;
+    const double steps = probed[i].dionsim_us - p.dionsim_us;
+    if (steps < 0.5) continue;  // no network step in the chosen algorithm
+    const auto& r = *p.row;
+    groups[{cluster_of(r), r.nodes, r.gpus_per_node}].push_back((r.time_us - p.dionsim_us) / steps);
+  }
+  std::vector<double> extra;
+  for (const auto& [key, v] : groups) extra.push_back(median(v));
+  NetHopPriorEstimate e;
+  if (extra.empty()) return e;
+  std::tie(e.extra_low_us, e.extra_high_us) = prediction_range(extra);
+  e.groups = static_cast<int>(extra.size());
+  return e;
+}
+
 IntraDomainPriorEstimate intra_domain_prior_from_published(const std::vector<PublishedRow>& rows) {
   constexpr std::int64_t kMinBytes = std::int64_t{64} << 20;  // validate-collectives' bandwidth regime
   std::vector<PublishedRow> bandwidth;
@@ -341,6 +380,10 @@ const std::vector<ParameterPrior>& parameter_priors() {
       {"alltoall_intra_efficiency", true, 1.0 / kIntraAlltoallVsRingHigh, 1.0 / kIntraAlltoallVsRingLow,
        "published NVLink domains: all-to-all over collective median time ratio per (cluster, nodes, GPUs per node), "
        "distribution-free 90 % range"},
+      {"collective_net_hop_extra_us", false, kNetHopExtraLowUs, kNetHopExtraHighUs,
+       "published clusters against the model: collectives <= 64 KiB across NVLink domains, the extra cost per "
+       "network step that meets the measured time, median per (cluster, nodes, GPUs per node), distribution-free "
+       "90 % range"},
       {"alltoall_latency_us", false, 0.0, 300.0, "fitted per-all-to-all cost of five calibrations: 91-304 us"},
       {"rank_skew_ms", false, 0.0, 3.5, "fitted arrival skew of five calibrations: 1.1-3.5 ms"},
       {"ns_gemm_overlap_slowdown", false, 1.0, 1.87,
@@ -363,26 +406,48 @@ void check_interval_options(const IntervalOptions& options) {
     throw_bad_usage("--inter-node-prior", text(options.link_time_low) + "," + text(options.link_time_high),
                     "LO,HI with 0 < LO <= HI <= 100: the 90 % range of the inter-node link's time as a factor on the "
                     "assumed fabric's (e.g. 0.526,3.816)");
+  if (!(options.net_step_low_us >= -2.5 && options.net_step_low_us <= options.net_step_high_us &&
+        options.net_step_high_us <= 1000))
+    throw_bad_usage("--net-step-prior", text(options.net_step_low_us) + "," + text(options.net_step_high_us),
+                    "LO,HI with -2.5 <= LO <= HI <= 1000: the 90 % range of one network step's cost beyond the "
+                    "model's, in us (e.g. 0,10)");
   if (!(options.node_scaling >= 0 && options.node_scaling <= 10))
     throw_bad_usage("node_scaling", text(options.node_scaling), "a log drift per doubling of nodes in [0, 10]");
   if (options.calibrated_nodes < 0)
     throw_bad_usage("calibrated_nodes", std::to_string(options.calibrated_nodes), "a node count >= 0 (0 = not known)");
 }
 
-void parse_inter_node_prior(const std::string& text, IntervalOptions& options) {
+namespace {
+
+// "LO,HI" of a prior's flag into (low, high) of a copy of options, checked, then stored.
+void parse_prior_range(const std::string& text, const char* flag, const std::string& expected,
+                       double IntervalOptions::*low, double IntervalOptions::*high, IntervalOptions& options) {
   const auto comma = text.find(',');
-  const std::string expected = "LO,HI: two numbers, 0 < LO <= HI <= 100 (time factors on the assumed fabric's inter-node model)";
   if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos)
-    throw_bad_usage("--inter-node-prior", text, expected);
+    throw_bad_usage(flag, text, expected);
   IntervalOptions o = options;
   try {
-    o.link_time_low = parse_double(text.substr(0, comma), "--inter-node-prior");
-    o.link_time_high = parse_double(text.substr(comma + 1), "--inter-node-prior");
+    o.*low = parse_double(text.substr(0, comma), flag);
+    o.*high = parse_double(text.substr(comma + 1), flag);
   } catch (const UsageError&) {
-    throw_bad_usage("--inter-node-prior", text, expected);
+    throw_bad_usage(flag, text, expected);
   }
   check_interval_options(o);
   options = o;
+}
+
+}  // namespace
+
+void parse_inter_node_prior(const std::string& text, IntervalOptions& options) {
+  parse_prior_range(text, "--inter-node-prior",
+                    "LO,HI: two numbers, 0 < LO <= HI <= 100 (time factors on the assumed fabric's inter-node model)",
+                    &IntervalOptions::link_time_low, &IntervalOptions::link_time_high, options);
+}
+
+void parse_net_step_prior(const std::string& text, IntervalOptions& options) {
+  parse_prior_range(text, "--net-step-prior",
+                    "LO,HI: two numbers, -2.5 <= LO <= HI <= 1000 (us per network step beyond the model's)",
+                    &IntervalOptions::net_step_low_us, &IntervalOptions::net_step_high_us, options);
 }
 
 Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options) {
@@ -437,6 +502,12 @@ Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& opt
       p.low = 1.0 / options.link_time_high;
       p.high = 1.0 / options.link_time_low;
       p.evidence = "--inter-node-prior";
+    }
+    if (p.name == "collective_net_hop_extra_us" &&
+        (options.net_step_low_us != kNetHopExtraLowUs || options.net_step_high_us != kNetHopExtraHighUs)) {
+      p.low = options.net_step_low_us;
+      p.high = options.net_step_high_us;
+      p.evidence = "--net-step-prior";
     }
     u.priors.push_back(p);
     priors += (priors.empty() ? "" : ", ") + p.name;

@@ -27,7 +27,10 @@
 // rings and the all-to-all share, so that both reach their ends together) plus the all-to-all's
 // own share of it ("alltoall_inter_efficiency"); its range is what the published clusters show
 // against the fabric dionsim assumed for them (inter_node_prior_from_published), because a
-// measurement CSV does not state its fabric: the calibration's fabric is an assumption.
+// measurement CSV does not state its fabric: the calibration's fabric is an assumption. Those
+// rows are bandwidth-bound; what latency-bound calls (the norms all-gather, the all-to-alls'
+// rounds) cost per network step has its own prior ("collective_net_hop_extra_us", from the
+// latency-bound rows: net_hop_prior_from_published), held only by a calibration from nccl-tests.
 //
 // Combination: each source contributes an upward and a downward deviation (a source evaluated at
 // its 90 % ends contributes |Δ|/z as a standard deviation on its side; a linearised one the same on
@@ -134,6 +137,22 @@ struct IntraDomainPriorEstimate {
 inline constexpr double kIntraLinkTimeLow = 1.004, kIntraLinkTimeHigh = 1.100;              // 8 groups
 inline constexpr double kIntraAlltoallVsRingLow = 0.910, kIntraAlltoallVsRingHigh = 1.070;  // 6 pairs
 
+// The cost of one network step of an unseen cluster's collectives, from the same rows: the
+// latency-bound ones (<= 64 KiB, where a call is its steps' latencies) whose ranks span NVLink
+// domains (ring / tree / NVLS collectives: the file has no all-to-all that small across domains),
+// grouped by (cluster, nodes, GPUs per node). Per row, the extra cost per network step that would make
+// the model's time the measured one, (measured − modelled) / network steps, the steps being what
+// the model's time moves by per µs of collective_net_hop_extra_us (`calibrate --nccl-tests`'s
+// parameter, the one a calibration from the user's own logs fixes); a group's median; the range
+// the distribution-free rule above gives over the groups.
+struct NetHopPriorEstimate {
+  double extra_low_us = 0, extra_high_us = 0;  // per network step, beyond the model's
+  int groups = 0;
+};
+[[nodiscard]] NetHopPriorEstimate net_hop_prior_from_published(const std::vector<PublishedRow>& rows);
+// net_hop_prior_from_published on the committed CSV, rounded to 0.1 us (a test checks them).
+inline constexpr double kNetHopExtraLowUs = -0.6, kNetHopExtraHighUs = 64.1;  // 8 groups
+
 // (b) without a calibration's own leave-one-out: relative rms error per whatif metric of the
 // seed calibration's leave-one-out (5 configurations; docs/calibration.md; a test recomputes it).
 [[nodiscard]] const std::map<std::string, double>& default_model_error();
@@ -143,7 +162,8 @@ inline constexpr double kIntraAlltoallVsRingLow = 0.910, kIntraAlltoallVsRingHig
 // values (times whose preset is 0).
 struct ParameterPrior {
   // the calibration parameter ("hbm_efficiency" for every class; "inter_node_link" for the NIC's
-  // effective rate, held by a calibration holding nic_efficiency or alltoall_inter_efficiency)
+  // effective rate, held by a calibration holding nic_efficiency or alltoall_inter_efficiency;
+  // "collective_net_hop_extra_us", held by a calibration from nccl-tests logs)
   std::string name;
   bool relative = true;
   double low = 1, high = 1;  // factors (relative) or values
@@ -164,6 +184,10 @@ struct IntervalOptions {
   // assumed fabric's model, for a calibration without inter-node parameters (default: the
   // published clusters', kLinkTimeLow..kLinkTimeHigh).
   double link_time_low = kLinkTimeLow, link_time_high = kLinkTimeHigh;
+  // --net-step-prior LO,HI: the 90 % range of the cost of one network step beyond the model's
+  // (us), for a calibration without collective_net_hop_extra_us (default: the published
+  // clusters', kNetHopExtraLowUs..kNetHopExtraHighUs).
+  double net_step_low_us = kNetHopExtraLowUs, net_step_high_us = kNetHopExtraHighUs;
   // (b') the link's 90 % drift per √doubling of nodes beyond the calibration's (kNodeScaling).
   double node_scaling = kNodeScaling;
   // The largest node count of the calibration's runs; 0 = not known (a calibration file does not
@@ -181,10 +205,13 @@ struct IntervalOptions {
 };
 
 // UsageError naming --fabric-spread for a spread outside [0, 1], --inter-node-prior for a range
-// that is not 0 < LO <= HI <= 100, and a negative node_scaling.
+// that is not 0 < LO <= HI <= 100, --net-step-prior for one that is not -2.5 <= LO <= HI <= 1000
+// (the bounds `calibrate --nccl-tests` fits the parameter in), and a negative node_scaling.
 void check_interval_options(const IntervalOptions& options);
-// "LO,HI" of --inter-node-prior into options (UsageError naming the flag and the text).
+// "LO,HI" of --inter-node-prior / --net-step-prior into options (UsageError naming the flag and
+// the text).
 void parse_inter_node_prior(const std::string& text, IntervalOptions& options);
+void parse_net_step_prior(const std::string& text, IntervalOptions& options);
 
 // Everything uncertain about predictions made with one calibration (or none).
 struct Uncertainty {

@@ -259,6 +259,73 @@ TEST_CASE("one inter-node link: the FSDP rings and the all-to-all reach their en
   CHECK(a2a_narrow.interval.lo == Approx(a2a_narrow.interval.value).margin(1e-9));
 }
 
+TEST_CASE("the collectives' network-step prior is the published latency-bound rows' against the model", "[intervals]") {
+  const auto rows = read_published_rows((kShared / "nccl-published" / "measurements.csv").string());
+  const auto e = net_hop_prior_from_published(rows);
+  auto round1 = [](double v) { return std::round(v * 10.0) / 10.0; };
+  INFO("network step extra " << e.extra_low_us << ".." << e.extra_high_us << " us over " << e.groups << " groups");
+  // 2-node p5 (three sources), p4de, B200 and H100 pairs, p5en and CoreWeave's A100 at 16 nodes,
+  // OCI's GB200 across two racks: every multi-domain cluster the file has rows <= 64 KiB of.
+  CHECK(e.groups == 8);
+  CHECK(round1(e.extra_low_us) == Approx(kNetHopExtraLowUs).margin(1e-12));
+  CHECK(round1(e.extra_high_us) == Approx(kNetHopExtraHighUs).margin(1e-12));
+  const auto& priors = parameter_priors();
+  const auto hop = std::find_if(priors.begin(), priors.end(),
+                                [](const auto& q) { return q.name == "collective_net_hop_extra_us"; });
+  REQUIRE(hop != priors.end());
+  CHECK_FALSE(hop->relative);
+  CHECK(hop->low == kNetHopExtraLowUs);
+  CHECK(hop->high == kNetHopExtraHighUs);
+}
+
+TEST_CASE("the network-step prior moves only what crosses nodes, by the calls' network steps", "[intervals]") {
+  const auto cal = fwd_bwd_only(0.0);
+  const auto options = only_prior("collective_net_hop_extra_us");
+  const auto one = predict_with_intervals(select_configurations(seed_runs(), {"run=1node-real-step"}), cal, options);
+  for (const auto& r : one) {
+    INFO(r.row.scope << " " << r.row.metric);
+    CHECK(r.interval.hi == Approx(r.interval.value).margin(1e-9));  // no network step on one node
+  }
+  // Across two nodes the all-to-alls' network rounds move by the prior's ends, linearly: each side
+  // is a whole number of rounds (2 x 4 GPUs: 4 peers per GPU across the network, one round of NCCL's
+  // 16 concurrent peers per call) times that end's cost per step.
+  const auto two = predict_with_intervals(select_configurations(seed_runs(), {"run=2node-real-step"}), cal, options);
+  for (const char* scope : {"global", "global_capped"}) {
+    INFO(scope);
+    const auto& a2a = row_of(two, scope, "a2a_ms").interval;
+    const double rounds = (a2a.hi - a2a.value) / (kNetHopExtraHighUs / 1000.0);
+    CHECK(rounds >= 1.0 - 1e-6);
+    CHECK(rounds == Approx(std::round(rounds)).margin(1e-3));
+    CHECK((a2a.value - a2a.lo) == Approx(rounds * -kNetHopExtraLowUs / 1000.0).epsilon(1e-3));
+  }
+  // --net-step-prior sets the range: the same rounds at its ends.
+  auto narrowed = options;
+  parse_net_step_prior("0,2", narrowed);
+  const auto two_narrowed =
+      predict_with_intervals(select_configurations(seed_runs(), {"run=2node-real-step"}), cal, narrowed);
+  for (const char* scope : {"global", "global_capped"}) {
+    const auto& wide = row_of(two, scope, "a2a_ms").interval;
+    const auto& a2a = row_of(two_narrowed, scope, "a2a_ms").interval;
+    const double rounds = (wide.hi - wide.value) / (kNetHopExtraHighUs / 1000.0);
+    CHECK(a2a.hi - a2a.value == Approx(rounds * 0.002).epsilon(1e-3));
+    CHECK(a2a.lo == Approx(a2a.value).margin(1e-9));  // 0 is the model's own step: no low side
+  }
+  IntervalOptions bad;
+  CHECK_THROWS_AS(parse_net_step_prior("2,1", bad), UsageError);
+  CHECK_THROWS_AS(parse_net_step_prior("-3,1", bad), UsageError);
+  CHECK_THROWS_AS(parse_net_step_prior("0,1001", bad), UsageError);
+  CHECK_THROWS_AS(parse_net_step_prior("0", bad), UsageError);
+  CHECK_THROWS_AS(parse_net_step_prior("0,inf", bad), UsageError);
+  CHECK(bad.net_step_high_us == kNetHopExtraHighUs);  // a refused value changes nothing
+  // A calibration from nccl-tests logs holds the parameter: no prior then.
+  auto held = cal;
+  held.parameters["collective_net_hop_extra_us"] = {3.0, 0.5, "us"};
+  for (const auto& p : uncertainty_of(&held, {}).priors) CHECK(p.name != "collective_net_hop_extra_us");
+  bool applied = false;
+  for (const auto& p : uncertainty_of(&cal, {}).priors) applied = applied || p.name == "collective_net_hop_extra_us";
+  CHECK(applied);
+}
+
 TEST_CASE("beyond the calibration's node counts: the link's drift and the node-count model error", "[intervals]") {
   const auto runs = seed_runs();
   const auto fit = fit_step_model(runs);
@@ -315,7 +382,10 @@ TEST_CASE("without a calibration the intervals say so and are wider than with on
   CHECK(u.notes.front().find("no step calibration") != std::string::npos);
   const auto fitted = read_calibration(std::filesystem::path(DIONSIM_SOURCE_DIR) / "docs" / "calibration-seed-h100.json");
   const auto with = uncertainty_of(&fitted, {});
-  CHECK(with.priors.empty());  // the 1- and 2-node calibration holds every prior's parameter
+  // The 1- and 2-node calibration holds every prior's parameter but the collectives' network step,
+  // which only a calibration from nccl-tests logs fits.
+  REQUIRE(with.priors.size() == 1);
+  CHECK(with.priors.front().name == "collective_net_hop_extra_us");
   CHECK(with.model_error_source.find("leave-one-out of calibration 'seed-h100-1n2n' (5 configurations)") == 0);
 }
 

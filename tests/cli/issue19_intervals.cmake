@@ -23,6 +23,16 @@ dionsim_cli_test(validate_extrapolate_inter_node_prior EXIT 0 MATCH "\\| all \\|
                  ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --inter-node-prior 0.9,1.2)
 dionsim_cli_test(whatif_bad_inter_node_prior EXIT 2 MATCH "--inter-node-prior: got '1,x', expected LO,HI"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --inter-node-prior 1,x)
+# The network step's prior (session 21): a reversed, out-of-bounds or non-numeric range is a usage
+# error naming the flag (its effect: tests/calibration/test_intervals.cpp).
+dionsim_cli_test(whatif_bad_net_step_prior EXIT 2 MATCH "--net-step-prior: got '10,1', expected LO,HI with -2.5 <= LO <= HI <= 1000"
+                 ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --net-step-prior 10,1)
+dionsim_cli_test(whatif_net_step_prior_below_bound EXIT 2 MATCH "--net-step-prior: got '-3,1', expected LO,HI with -2.5"
+                 ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --net-step-prior -3,1)
+dionsim_cli_test(recommend_net_step_prior_nan EXIT 2 MATCH "--net-step-prior: got '0,nan', expected LO,HI: two numbers"
+                 ARGS recommend --model seed-5120x8 --gpus-per-node 4 --nodes 2 --fwd-bwd-ms 450 --net-step-prior 0,nan)
+dionsim_cli_test(validate_bad_net_step_prior EXIT 2 MATCH "--net-step-prior: got '1', expected LO,HI: two numbers"
+                 ARGS validate --measured ${seed19} --where run=1node-real-step --where run=2node-real-step --extrapolate --net-step-prior 1)
 # whatif: every time metric with _lo/_hi in --json, "value ± half" in the table, a note without a
 # calibration, --fabric-spread checked.
 dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.7[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
