@@ -17,6 +17,7 @@
 #include "analysis/calibration/fit_calibration.hpp"
 #include "analysis/calibration/published_collectives.hpp"
 #include "analysis/calibration/published_extrapolation.hpp"
+#include "analysis/calibration/published_intervals.hpp"
 
 namespace dionsim::cli {
 
@@ -114,12 +115,70 @@ int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolati
   return 0;
 }
 
+// --intervals: each cluster held out, its rows' 90 % intervals from the other clusters' priors.
+int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x) {
+  if (cmd.common().machine()) {
+    nlohmann::json out = {{"regimes", nlohmann::json::array()}, {"folds", nlohmann::json::array()}, {"rows", nlohmann::json::array()}};
+    for (const auto& c : x.summary)
+      out["regimes"].push_back({{"regime", analysis::to_string(c.regime)}, {"rows", c.rows}, {"covered", c.covered},
+                                {"covered_pct", pct(c.covered, c.rows)}, {"mean_half_width_pct", c.mean_half_width_pct},
+                                {"model_form_covered", c.model_form_covered},
+                                {"model_form_covered_pct", pct(c.model_form_covered, c.rows)},
+                                {"model_form_mean_half_width_pct", c.model_form_mean_half_width_pct}});
+    for (const auto& f : x.folds)
+      out["folds"].push_back({{"held_out", f.cluster}, {"link_time_low", f.link_low}, {"link_time_high", f.link_high},
+                              {"alltoall_inter_low", f.alltoall_inter_low}, {"alltoall_inter_high", f.alltoall_inter_high},
+                              {"nvlink_time_low", f.nvlink_low}, {"nvlink_time_high", f.nvlink_high},
+                              {"alltoall_intra_low", f.alltoall_intra_low}, {"alltoall_intra_high", f.alltoall_intra_high},
+                              {"net_step_low_us", f.net_step_low_us}, {"net_step_high_us", f.net_step_high_us},
+                              {"fabric_spread", f.fabric_spread},
+                              {"ratio_low", {f.ratio_low[0], f.ratio_low[1], f.ratio_low[2]}},
+                              {"ratio_high", {f.ratio_high[0], f.ratio_high[1], f.ratio_high[2]}}});
+    for (const auto& r : x.rows) {
+      const auto& p = *r.prediction;
+      out["rows"].push_back({{"line", p.row->line}, {"cluster", r.cluster}, {"preset", p.preset},
+                             {"collective", p.row->collective}, {"nodes", p.row->nodes},
+                             {"gpus_per_node", p.row->gpus_per_node}, {"size_bytes", p.row->size_bytes},
+                             {"regime", analysis::to_string(analysis::regime_of(p.row->size_bytes))},
+                             {"measured_us", p.row->time_us}, {"dionsim_us", p.dionsim_us}, {"lo_us", r.lo_us},
+                             {"hi_us", r.hi_us}, {"covered", r.covered}, {"model_form_lo_us", r.model_form_lo_us},
+                             {"model_form_hi_us", r.model_form_hi_us}, {"model_form_covered", r.model_form_covered}});
+    }
+    print_result(cmd.common(), out);
+    return 0;
+  }
+  if (cmd.has("rows")) {
+    std::printf("%5s %-13s %-13s %5s %4s %12s %11s %11s %26s %26s\n", "line", "preset", "collective", "nodes", "gpn",
+                "size_B", "measured", "dionsim", "priors' 90 % interval", "model-form 90 % interval");
+    for (const auto& r : x.rows) {
+      const auto& p = *r.prediction;
+      std::printf("%5d %-13s %-13s %5d %4d %12lld %11.2f %11.2f [%10.2f, %10.2f] %-3s [%10.2f, %10.2f] %s\n",
+                  p.row->line, p.preset.c_str(), p.row->collective.c_str(), p.row->nodes, p.row->gpus_per_node,
+                  static_cast<long long>(p.row->size_bytes), p.row->time_us, p.dionsim_us, r.lo_us, r.hi_us,
+                  r.covered ? "in" : "out", r.model_form_lo_us, r.model_form_hi_us, r.model_form_covered ? "in" : "out");
+    }
+  }
+  std::printf("# 90 %% intervals, each of %zu clusters held out: the priors (the inter-node link and the all-to-all's share,\n"
+              "# NCCL's NVLink rate and the one-domain all-to-all's share, the network step, the fabric spread)\n"
+              "# re-derived from the other clusters' rows, the held-out rows predicted at their ends\n",
+              x.folds.size());
+  std::printf("# beside them the model-form interval: the prediction times the other clusters' measured / modelled\n"
+              "# range in the row's regime (distribution-free 90 %%)\n");
+  std::printf("%-24s %6s %18s %20s %22s %24s\n", "regime", "rows", "priors covered %", "priors half-width %",
+              "model-form covered %", "model-form half-width %");
+  for (const auto& c : x.summary)
+    std::printf("%-24s %6d %18.1f %20.1f %22.1f %24.1f\n", analysis::to_string(c.regime), c.rows,
+                pct(c.covered, c.rows), c.mean_half_width_pct, pct(c.model_form_covered, c.rows),
+                c.model_form_mean_half_width_pct);
+  return 0;
+}
+
 }  // namespace
 
 int run_validate_collectives(std::span<const std::string> args) {
   Command cmd("validate-collectives",
               "[--published FILE | --nccl-tests LOG[,LOG…] --fabric F] [--rows] [--mapping] [--calibration CALIB.json | "
-              "--extrapolate] [--json | --csv]",
+              "--extrapolate | --intervals] [--json | --csv]",
               "Predicts every row of published nccl-tests output from the cluster's nominal description (the "
               "fabric preset of the committed cluster table, the row's shape, NCCL_ALGO/NCCL_PROTO from its env) "
               "and prints the error per size regime (latency <= 64 KiB, middle, bandwidth >= 64 MiB) beside NCCL's "
@@ -138,6 +197,8 @@ int run_validate_collectives(std::span<const std::string> args) {
        "apply a `calibrate --nccl-tests` calibration to every preset (rows it was fitted to are no longer predictions)")
       ("extrapolate", "per cluster with several node counts: fit the collective parameters to its smallest node count "
                       "only and predict its larger ones, calibrated beside nominal")
+      ("intervals", "with --published: each cluster held out, its rows' 90 % intervals from the priors of the other "
+                    "clusters (as whatif's intervals draw them) and their coverage per regime")
       ("mapping", "print the cluster -> preset table and exit");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
@@ -151,6 +212,12 @@ int run_validate_collectives(std::span<const std::string> args) {
   }
   if (cmd.has("extrapolate") && cmd.has("calibration"))
     throw_bad_usage("--extrapolate", "with --calibration", "one of them: --extrapolate fits each cluster's own calibration");
+  if (cmd.has("intervals") && (cmd.has("extrapolate") || cmd.has("calibration") || cmd.has("nccl-tests")))
+    throw_bad_usage("--intervals", std::string("with --") + (cmd.has("extrapolate")   ? "extrapolate"
+                                                             : cmd.has("calibration") ? "calibration"
+                                                                                      : "nccl-tests"),
+                    "--intervals alone with --published: it holds out each published cluster and draws the priors "
+                    "from the others, nominal");
   if (cmd.has("nccl-tests") != cmd.has("fabric"))
     throw UsageError("validate-collectives: --nccl-tests LOG[,LOG…] and --fabric F go together");
   std::vector<analysis::PublishedRow> rows;
@@ -166,6 +233,7 @@ int run_validate_collectives(std::span<const std::string> args) {
   } else {
     rows = analysis::read_published_rows(vm["published"].as<std::string>());
   }
+  if (cmd.has("intervals")) return print_intervals(cmd, analysis::published_intervals(rows));
   std::optional<analysis::Calibration> calibration;
   if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);

@@ -215,7 +215,8 @@ CollectiveSample row_sample(const RowPrediction& p) {
   return s;
 }
 
-std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows, const Calibration* calibration) {
+std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows, const Calibration* calibration,
+                                             const ModelPerturbation* perturbation) {
   std::vector<RowPrediction> out;
   std::map<std::string, std::unique_ptr<CollectiveModel>> models;  // per preset and shape
   for (const auto& row : rows) {
@@ -265,6 +266,11 @@ std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& ro
     sim::ModelOptions options;
     nccl.apply(options);
     if (calibration) apply_collective_calibration(*calibration, spec, options, calibration->name);
+    if (perturbation) {
+      spec.nic_efficiency = std::clamp(spec.nic_efficiency * perturbation->nic_efficiency_factor, 1e-6, 1.0);
+      options.nvlink_scale = std::min(options.nvlink_scale * perturbation->nvlink_scale_factor, 1.0 / nvlink_fraction(spec));
+      options.net_hop_extra_us = std::clamp(options.net_hop_extra_us + perturbation->net_hop_extra_us, -2.5, 1e6);
+    }
     // One model per preset, shape, stated NIC and NCCL environment (every field a row can change).
     const std::string key = p.preset + "/" + std::to_string(nodes) + "x" + std::to_string(row.gpus_per_node) + "/" +
                             std::to_string(spec.nic_GBps) + nccl.key();

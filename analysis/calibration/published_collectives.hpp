@@ -66,13 +66,21 @@ struct RowPrediction {
   std::string nccl_algorithm, nccl_protocol;
 };
 
+// Relative changes to every row's model, after any calibration (published_intervals.hpp evaluates
+// the priors' ends with them): the NIC's effective rate and NCCL's NVLink rate as factors (clamped
+// to their valid ranges), the cost of a network step added.
+struct ModelPerturbation {
+  double nic_efficiency_factor = 1, nvlink_scale_factor = 1, net_hop_extra_us = 0;
+};
+
 // Predicts every row; throws InputError naming the line for a row no preset matches or whose
 // shape the model refuses.
 // `calibration`, when given, is applied to every row's preset and model (collective_fit.hpp):
 // report which rows it was fitted to, since those rows are then not predictions.
 struct Calibration;
 [[nodiscard]] std::vector<RowPrediction> predict_published(const std::vector<PublishedRow>& rows,
-                                                           const Calibration* calibration = nullptr);
+                                                           const Calibration* calibration = nullptr,
+                                                           const ModelPerturbation* perturbation = nullptr);
 
 // A predicted row (not skipped) as the collective fit takes it (collective_fit.hpp): the fabric it
 // is predicted on — its preset, with the NIC the row states — and the measured call.

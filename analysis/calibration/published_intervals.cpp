@@ -1,0 +1,136 @@
+#include "analysis/calibration/published_intervals.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <map>
+#include <set>
+#include <tuple>
+
+#include "analysis/calibration/intervals.hpp"
+
+namespace dionsim::analysis {
+
+namespace {
+
+FoldPriors priors_from(const std::vector<PublishedRow>& others) {
+  FoldPriors f;
+  const InterNodePriorEstimate link = inter_node_prior_from_published(others);
+  f.link_low = link.link_time_low;
+  f.link_high = link.link_time_high;
+  f.alltoall_inter_low = link.alltoall_vs_ring_low;
+  f.alltoall_inter_high = link.alltoall_vs_ring_high;
+  const IntraDomainPriorEstimate intra = intra_domain_prior_from_published(others);
+  f.nvlink_low = intra.link_time_low;
+  f.nvlink_high = intra.link_time_high;
+  f.alltoall_intra_low = intra.alltoall_vs_ring_low;
+  f.alltoall_intra_high = intra.alltoall_vs_ring_high;
+  const NetHopPriorEstimate hop = net_hop_prior_from_published(others);
+  f.net_step_low_us = hop.extra_low_us;
+  f.net_step_high_us = hop.extra_high_us;
+  f.fabric_spread = fabric_spread_from_published(others).spread();
+  return f;
+}
+
+// The distribution-free 90 % range of one more draw (intervals.cpp's rule).
+std::pair<double, double> range_of(std::vector<double> v) {
+  if (v.empty()) return {1.0, 1.0};
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.05 * static_cast<double>(n + 1))));
+  return {v[std::min(k, n) - 1], v[n - std::min(k, n)]};
+}
+
+// One source's deviations from the central time v, at its two ends a and b: (up, down), each >= 0.
+std::pair<double, double> deviations(double v, double a, double b) {
+  return {std::max({0.0, a - v, b - v}), std::max({0.0, v - a, v - b})};
+}
+
+}  // namespace
+
+PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
+  PublishedIntervals out;
+  out.predictions = predict_published(rows);
+  std::map<std::string, std::vector<std::size_t>> by_cluster;
+  for (std::size_t i = 0; i < rows.size(); ++i) by_cluster[cluster_of(rows[i])].push_back(i);
+
+  std::vector<RowInterval> intervals(rows.size());
+  for (const auto& [cluster, indices] : by_cluster) {
+    const std::set<std::size_t> held_set(indices.begin(), indices.end());
+    std::vector<PublishedRow> others, held;
+    for (std::size_t i = 0; i < rows.size(); ++i) (held_set.count(i) ? held : others).push_back(rows[i]);
+    FoldPriors f = priors_from(others);
+    f.cluster = cluster;
+    std::vector<double> ratios[3];
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const RowPrediction& p = out.predictions[i];
+      if (held_set.count(i) || !p.skipped.empty() || !(p.dionsim_us > 0) || !(p.row->time_us > 0)) continue;
+      ratios[static_cast<int>(regime_of(p.row->size_bytes))].push_back(p.row->time_us / p.dionsim_us);
+    }
+    for (int g = 0; g < 3; ++g) std::tie(f.ratio_low[g], f.ratio_high[g]) = range_of(ratios[g]);
+    // The held-out rows' times at one end of one source (index-aligned with `indices`).
+    const auto at = [&](double nic_factor, double nvlink_factor, double net_step_us) {
+      const ModelPerturbation m{nic_factor, nvlink_factor, net_step_us};
+      std::vector<double> t;
+      for (const auto& p : predict_published(held, nullptr, &m)) t.push_back(p.dionsim_us);
+      return t;
+    };
+    const double z = kIntervalZ;
+    // The rates' ends: a slower link is a larger time factor, so its rate factor is the inverse.
+    const std::vector<std::pair<std::vector<double>, std::vector<double>>> ends = {
+        {at(1.0 / f.link_high, 1, 0), at(1.0 / f.link_low, 1, 0)},
+        {at(1, 1.0 / f.nvlink_high, 0), at(1, 1.0 / f.nvlink_low, 0)},
+        {at(1, 1, f.net_step_low_us), at(1, 1, f.net_step_high_us)},
+        {at(std::exp(-z * f.fabric_spread), 1, 0), at(std::exp(z * f.fabric_spread), 1, 0)},
+    };
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      const RowPrediction& p = out.predictions[indices[k]];
+      if (!p.skipped.empty() || !(p.dionsim_us > 0)) continue;
+      const double v = p.dionsim_us;
+      double up2 = 0, down2 = 0;
+      const auto add = [&](double a, double b) {
+        const auto [up, down] = deviations(v, a, b);
+        up2 += up * up;
+        down2 += down * down;
+      };
+      for (const auto& [low_end, high_end] : ends) add(low_end[k], high_end[k]);
+      if (p.row->collective == "alltoall") {
+        const bool across = p.nvlink_domains >= 2;
+        add(v * (across ? f.alltoall_inter_low : f.alltoall_intra_low),
+            v * (across ? f.alltoall_inter_high : f.alltoall_intra_high));
+      }
+      RowInterval& r = intervals[indices[k]];
+      r.prediction = &p;
+      r.cluster = cluster;
+      r.lo_us = std::max(0.0, v - std::sqrt(down2));
+      r.hi_us = v + std::sqrt(up2);
+      r.covered = r.lo_us <= p.row->time_us && p.row->time_us <= r.hi_us;
+      const int g = static_cast<int>(regime_of(p.row->size_bytes));
+      r.model_form_lo_us = v * f.ratio_low[g];
+      r.model_form_hi_us = v * f.ratio_high[g];
+      r.model_form_covered = r.model_form_lo_us <= p.row->time_us && p.row->time_us <= r.model_form_hi_us;
+    }
+    out.folds.push_back(f);
+  }
+  std::map<SizeRegime, IntervalCoverage> by_regime;
+  for (auto& r : intervals) {
+    if (r.prediction == nullptr) continue;
+    const SizeRegime regime = regime_of(r.prediction->row->size_bytes);
+    IntervalCoverage& c = by_regime[regime];
+    c.regime = regime;
+    ++c.rows;
+    c.covered += r.covered ? 1 : 0;
+    c.mean_half_width_pct += 100.0 * (r.hi_us - r.lo_us) / 2.0 / r.prediction->dionsim_us;
+    c.model_form_covered += r.model_form_covered ? 1 : 0;
+    c.model_form_mean_half_width_pct += 100.0 * (r.model_form_hi_us - r.model_form_lo_us) / 2.0 / r.prediction->dionsim_us;
+    out.rows.push_back(std::move(r));
+  }
+  for (auto& [regime, c] : by_regime) {
+    c.mean_half_width_pct /= c.rows;
+    c.model_form_mean_half_width_pct /= c.rows;
+    out.summary.push_back(c);
+  }
+  return out;
+}
+
+}  // namespace dionsim::analysis

@@ -1,0 +1,93 @@
+// validate-collectives --intervals (analysis/calibration/published_intervals.hpp): each published
+// cluster held out of its own fold, the intervals' arithmetic, and the model-form range's
+// leave-one-cluster-out on clusters of known error.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "analysis/calibration/intervals.hpp"
+#include "analysis/calibration/published_intervals.hpp"
+#include "analysis/measured/nccl_published.hpp"
+
+using namespace dionsim::analysis;
+
+namespace {
+
+const std::filesystem::path kPublished =
+    std::filesystem::path(DIONSIM_SHARED_DIR) / "data" / "nccl-published" / "measurements.csv";
+
+}  // namespace
+
+TEST_CASE("every published cluster is held out of its own fold's priors", "[published_intervals]") {
+  const auto rows = read_published_rows(kPublished.string());
+  const auto x = published_intervals(rows);
+  std::set<std::string> clusters;
+  for (const auto& r : rows) clusters.insert(cluster_of(r));
+  CHECK(x.folds.size() == clusters.size());
+  // OCI's GB200 across two racks sets the network step's top end (kNetHopExtraHighUs); held out,
+  // its fold's top end is the next cluster's.
+  for (const auto& f : x.folds) {
+    INFO(f.cluster);
+    if (f.cluster.find("oci-hpc-oke") != std::string::npos && f.cluster.find("GB200") != std::string::npos)
+      CHECK(f.net_step_high_us < 10.0);
+    else
+      CHECK(std::round(f.net_step_high_us * 10) / 10 == Approx(kNetHopExtraHighUs));
+  }
+  // Every predicted row has both intervals around its prediction, and the summary counts them.
+  std::map<SizeRegime, std::pair<int, int>> count;
+  int predicted = 0;
+  for (const auto& p : x.predictions) predicted += p.skipped.empty() && p.dionsim_us > 0;
+  CHECK(static_cast<int>(x.rows.size()) == predicted);
+  for (const auto& r : x.rows) {
+    const double v = r.prediction->dionsim_us;
+    CHECK(r.lo_us <= v);
+    CHECK(v <= r.hi_us);
+    CHECK(r.covered == (r.lo_us <= r.prediction->row->time_us && r.prediction->row->time_us <= r.hi_us));
+    auto& [rows_in, covered] = count[regime_of(r.prediction->row->size_bytes)];
+    ++rows_in;
+    covered += r.model_form_covered;
+  }
+  REQUIRE(x.summary.size() == 3);
+  for (const auto& c : x.summary) {
+    CHECK(c.rows == count[c.regime].first);
+    CHECK(c.model_form_covered == count[c.regime].second);
+    CHECK(c.mean_half_width_pct > 0);
+  }
+}
+
+TEST_CASE("the model-form range is the other clusters' error: clusters of known error", "[published_intervals]") {
+  // Three clusters' rows with their measured times replaced by the nominal prediction times a
+  // known factor each: 1.0, 1.5 and 2.0. Held out, each is predicted with the others' range.
+  const auto all = read_published_rows(kPublished.string());
+  std::vector<PublishedRow> rows;
+  const std::map<std::string, double> factor = {{"github.com/dstackai/dstack|H100 80GB (Nebius)", 1.0},
+                                                {"github.com/dstackai/dstack|B200 (GCP A4)", 1.5},
+                                                {"github.com/dstackai/dstack|B200 (Lambda 1-Click Cluster)", 2.0}};
+  for (const auto& r : all)
+    if (factor.count(cluster_of(r))) rows.push_back(r);
+  REQUIRE(rows.size() > 50);
+  const auto nominal = predict_published(rows);
+  for (std::size_t i = 0; i < rows.size(); ++i) rows[i].time_us = nominal[i].dionsim_us * factor.at(cluster_of(rows[i]));
+  const auto x = published_intervals(rows);
+  REQUIRE(x.folds.size() == 3);
+  int checked = 0;
+  for (const auto& r : x.rows) {
+    const double f = factor.at(r.cluster), v = r.prediction->dionsim_us;
+    INFO(r.cluster << " line " << r.prediction->row->line);
+    // The other two clusters' factors are the range's ends (fewer than 39 rows per regime: the
+    // extremes), wherever they have rows of this regime.
+    const double lo = r.model_form_lo_us / v, hi = r.model_form_hi_us / v;
+    CHECK(lo >= 1.0 - 1e-9);
+    CHECK(hi <= 2.0 + 1e-9);
+    if (f == 1.0) CHECK(lo >= 1.5 - 1e-9);
+    if (f == 2.0) CHECK(hi <= 1.5 + 1e-9);
+    // 1.5 sits between the others' wherever both have rows of the regime; the ends never cover
+    // the cluster outside them.
+    CHECK(r.model_form_covered == (lo - 1e-9 <= f && f <= hi + 1e-9));
+    if (f != 1.5) CHECK_FALSE(r.model_form_covered);
+    ++checked;
+  }
+  CHECK(checked == static_cast<int>(rows.size()) - 0);  // every row is predicted (no skips in these clusters)
+}
