@@ -93,6 +93,8 @@ int run_recommend(std::span<const std::string> args) {
       for (const char* key : {"target_deferral", "deferral_estimate", "deferral_steps", "deferral_norms", "deferral_seed"}) {
         if (out.contains(key)) config[key] = out[key];
       }
+      // Other interval options give other margins and P(win): another run.
+      if (const auto o = analysis::interval_options_json(cli.intervals); !o.is_null()) config["interval_options"] = o;
       // One transaction per cluster; a stored cluster is shown (recomputed, deterministic), not stored again.
       if (common.force || !setup.db->has_run("recommend", analysis::config_hash(config))) {
         if (setup.db->store(recommend_record(config, out, common.seed),

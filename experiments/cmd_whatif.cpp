@@ -84,7 +84,9 @@ int run_whatif(std::span<const std::string> args) {
   bool header_printed = false;  // printed with the first row: an error before it leaves no orphan header
   ProgressBar bar("whatif", static_cast<std::int64_t>(configs.size()), common.quiet);
   for (const auto& config : configs) {
-    const auto config_json = sim::to_json(config);
+    auto config_json = sim::to_json(config);
+    // Other interval options give other stored intervals: another run.
+    if (const auto o = analysis::interval_options_json(cli.intervals); !o.is_null()) config_json["interval_options"] = o;
     const auto hash = analysis::config_hash(config_json);
     // A stored configuration is not stored again; the (deterministic) simulation is repeated so
     // that the table, --json and --trace-out show every configuration asked for.

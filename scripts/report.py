@@ -59,7 +59,8 @@ TABLE_COLUMNS = [
 # Shown before the fixed columns when they vary within a study.
 VARYING_COLUMNS = [("model", "model", "{}"), ("hardware", "hardware", "{}"), ("gpus_per_node", "GPUs/node", "{}"),
                    ("shard_group", "shard", "{}"), ("tokens_per_gpu", "tok/GPU", "{}"), ("optimizer", "optimizer", "{}"),
-                   ("mfu", "mfu", "{}"), ("fwd_bwd_ms", "fwd+bwd ms", "{}")]
+                   ("mfu", "mfu", "{}"), ("fwd_bwd_ms", "fwd+bwd ms", "{}"),
+                   ("interval_options", "interval options", "{}")]
 
 
 def fail(message, code=3):
@@ -113,7 +114,8 @@ def load_whatif_rows(db_path):
 
 
 def cell(r, key):
-    return r["config"][key] if key in r["config"] else r["metrics"].get(key)
+    v = r["config"][key] if key in r["config"] else r["metrics"].get(key)
+    return rs.value_of(r, key) if isinstance(v, (dict, list)) else v
 
 
 def sweep_key(r):

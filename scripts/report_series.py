@@ -76,6 +76,23 @@ COUNT_KEYS = {"nodes", "world", "gpus_per_node", "tokens_per_gpu", "leaf_radix",
 NUMBER_KEYS = {"fraction", "mfu", "fwd_bwd_ms", "nic_GBps", "ef", "host_launch_us"}
 
 
+def _finite(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _interval_options_ok(value):
+    """whatif's interval_options: the command line's interval settings that differ from the defaults."""
+    if not isinstance(value, dict) or not value:
+        return False
+    for k, v in value.items():
+        if k == "fabric_spread" and _finite(v):
+            continue
+        if k in ("inter_node_prior", "net_step_prior_us") and isinstance(v, list) and len(v) == 2 and all(map(_finite, v)):
+            continue
+        return False
+    return True
+
+
 def stored_config(run_id, config_json):
     """The configuration of stored run `run_id`, checked; ValueError says which key is wrong."""
     def bad(key, value, expected):
@@ -98,6 +115,9 @@ def stored_config(run_id, config_json):
             bad(key, value, "a number or null")
         elif key == "capacity_factor" and not (value in (None, "auto") or (number and 1 <= value <= 1e6)):
             bad(key, value, "null, \"auto\" or a number in [1, 1e6]")
+        elif key == "interval_options" and not _interval_options_ok(value):
+            bad(key, value, "an object of fabric_spread (a number) and inter_node_prior / net_step_prior_us "
+                "(two finite numbers each), as whatif stores them")
         elif number and not (math.isfinite(value) and abs(value) <= 1e15):
             bad(key, value, "a finite number of magnitude <= 1e15")
     return c

@@ -450,6 +450,17 @@ void parse_net_step_prior(const std::string& text, IntervalOptions& options) {
                     &IntervalOptions::net_step_low_us, &IntervalOptions::net_step_high_us, options);
 }
 
+json interval_options_json(const IntervalOptions& options) {
+  const IntervalOptions defaults;
+  json j;
+  if (options.fabric_spread != defaults.fabric_spread) j["fabric_spread"] = options.fabric_spread;
+  if (options.link_time_low != defaults.link_time_low || options.link_time_high != defaults.link_time_high)
+    j["inter_node_prior"] = {options.link_time_low, options.link_time_high};
+  if (options.net_step_low_us != defaults.net_step_low_us || options.net_step_high_us != defaults.net_step_high_us)
+    j["net_step_prior_us"] = {options.net_step_low_us, options.net_step_high_us};
+  return j;
+}
+
 Uncertainty uncertainty_of(const Calibration* fitted, const IntervalOptions& options) {
   check_interval_options(options);
   Uncertainty u;

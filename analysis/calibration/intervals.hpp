@@ -212,6 +212,10 @@ void check_interval_options(const IntervalOptions& options);
 // the text).
 void parse_inter_node_prior(const std::string& text, IntervalOptions& options);
 void parse_net_step_prior(const std::string& text, IntervalOptions& options);
+// The options a command line can set (--fabric-spread, --inter-node-prior, --net-step-prior) where
+// they differ from the defaults, as JSON for a stored run's configuration (its hash: a run with
+// other intervals is another run); null when all are the defaults.
+[[nodiscard]] nlohmann::json interval_options_json(const IntervalOptions& options);
 
 // Everything uncertain about predictions made with one calibration (or none).
 struct Uncertainty {

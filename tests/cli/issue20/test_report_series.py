@@ -144,6 +144,19 @@ class Studies(unittest.TestCase):
         self.assertEqual(len(rs.studies(rows)), 1)
 
 
+class StoredConfig(unittest.TestCase):
+    def test_interval_options_are_checked_as_whatif_stores_them(self):
+        ok = '{"scope": "global", "interval_options": {"net_step_prior_us": [0, 5], "fabric_spread": 0.05}}'
+        self.assertEqual(rs.stored_config(1, ok)["interval_options"]["net_step_prior_us"], [0, 5])
+        for bad in ('{"interval_options": {"net_step_prior_us": [0]}}', '{"interval_options": {"fabric_spread": "x"}}',
+                    '{"interval_options": {"other": 1}}', '{"interval_options": {}}', '{"interval_options": [1, 2]}'):
+            with self.assertRaisesRegex(ValueError, "run 7: config_json.interval_options: got .* expected an object"):
+                rs.stored_config(7, bad)
+        # Runs that differ only in their interval options are told apart in tables and plots.
+        row = {"config": rs.stored_config(1, ok)}
+        self.assertEqual(rs.value_of(row, "interval_options"), '{"fabric_spread": 0.05, "net_step_prior_us": [0, 5]}')
+
+
 class Deferral(unittest.TestCase):
     def test_recommended_c_is_the_smallest_stored_c_under_the_target(self):
         rows = []
