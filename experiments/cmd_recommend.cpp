@@ -12,6 +12,7 @@
 #include "common/progress.hpp"
 #include "experiments/cli.hpp"
 #include "experiments/whatif_cli.hpp"
+#include "analysis/calibration/published_intervals.hpp"
 #include "sim/recommend.hpp"
 
 namespace dionsim::cli {
@@ -52,6 +53,10 @@ analysis::RunRecord recommend_record(const nlohmann::json& config, const nlohman
     add("margin_ms_hi", out["margin_ms_hi"], "ms");
     add("p_pick_wins", out["p_pick_wins"], "");
   }
+  if (out.contains("margin_ms_collectives_at_record_low")) {
+    add("margin_ms_collectives_at_record_low", out["margin_ms_collectives_at_record_low"], "ms");
+    add("margin_ms_collectives_at_record_high", out["margin_ms_collectives_at_record_high"], "ms");
+  }
   return rec;
 }
 
@@ -76,6 +81,9 @@ int run_recommend(std::span<const std::string> args) {
   const auto& common = cmd.common();
   WhatifSetup setup = resolve_whatif(cli, cmd);
   sim::RecommendStudy study{setup.study, target, &setup.calibration.step};
+  // The stress test: every collective call at the published record's measured / modelled ends.
+  study.collective_stress_low = analysis::kCollectiveRecordLow;
+  study.collective_stress_high = analysis::kCollectiveRecordHigh;
   sim::validate(study);  // before any work
   const auto configs = expand_calibrated(setup, common);
   warn_degenerate(sim::degeneracy_notes(configs, setup.inventory));

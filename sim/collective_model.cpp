@@ -158,6 +158,9 @@ CollectiveModel::CollectiveModel(const topo::FabricSpec& spec, int nodes, int gp
   if (!(std::isfinite(options.nvls_step_overhead_us) && options.nvls_step_overhead_us >= 0 &&
         options.nvls_step_overhead_us <= 1e3))
     throw_bad_usage("nvls_step_overhead_us", std::to_string(options.nvls_step_overhead_us), "a cost in [0, 1e3] us");
+  for (const double f : options.time_factor_by_size_regime)
+    if (!(std::isfinite(f) && f > 0 && f <= 100))
+      throw_bad_usage("time_factor_by_size_regime", std::to_string(f), "a factor in (0, 100]");
   if (!(std::isfinite(options.nvlink_scale) && options.nvlink_scale > 0 &&
         options.nvlink_scale * nccl_nvlink_fraction(shape_.arch) <= 1 + 1e-12))
     throw_bad_usage("nvlink_scale", std::to_string(options.nvlink_scale),
@@ -539,6 +542,19 @@ CollectiveCost CollectiveModel::sendrecv(std::int64_t bytes, int src, int dst, M
 }
 
 CollectiveCost CollectiveModel::cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed, Mode mode) const {
+  CollectiveCost c = modelled_cost(op, bytes, allowed, mode);
+  const double f = options_.time_factor_by_size_regime[static_cast<std::size_t>(size_regime_index(bytes))];
+  if (f != 1.0) {  // every part alike, so that time = latency + fill + bytes / bandwidth still holds
+    c.time_us *= f;
+    c.latency_us *= f;
+    c.pipeline_fill_us *= f;
+    c.bandwidth_GBps /= f;
+  }
+  return c;
+}
+
+CollectiveCost CollectiveModel::modelled_cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed,
+                                              Mode mode) const {
   if (bytes < 0) throw_bad_usage("--bytes", std::to_string(bytes), "a size >= 0");
   CollectiveCost c;
   c.op = op;

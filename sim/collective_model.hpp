@@ -28,6 +28,7 @@
 //    the GPU's NVLink rate, and LL moves the bytes at no more than half NCCL's LL ring ceiling
 //    (alltoall_protocol_floor_us).
 // Sources of every constant: docs/simulator.md, "The collective model".
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -50,6 +51,14 @@ inline constexpr double kP2pChannelGBps = 21.0;
 inline constexpr double kNvlsStepOverheadUs = 0.47;
 
 // What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
+// The size regimes of a call by its nccl-tests size (validate-collectives scores by them): latency-
+// bound up to 64 KiB, bandwidth-bound from 64 MiB, the middle between.
+inline constexpr std::int64_t kLatencyRegimeMaxBytes = std::int64_t{64} << 10;
+inline constexpr std::int64_t kBandwidthRegimeMinBytes = std::int64_t{64} << 20;
+[[nodiscard]] constexpr int size_regime_index(std::int64_t nccl_tests_bytes) {  // 0 latency, 1 middle, 2 bandwidth
+  return nccl_tests_bytes <= kLatencyRegimeMaxBytes ? 0 : nccl_tests_bytes >= kBandwidthRegimeMinBytes ? 2 : 1;
+}
+
 struct ModelOptions {
   double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
   bool pxn = true;                  // PXN routing of all-to-alls on rail-optimized fabrics
@@ -67,6 +76,11 @@ struct ModelOptions {
   // What one NVLS chunk step costs beside its copy (us): NCCL's smaller chunks for smaller calls
   // run slower. Measured, not NCCL's: kNvlsStepOverheadUs's source is in collective_model.cpp.
   double nvls_step_overhead_us = kNvlsStepOverheadUs;
+  // Every call's time times this factor of its size regime (size_regime_index): not a model
+  // parameter but a stress test — `recommend` prices the pick and the runner-up with every call at
+  // the published record's measured / modelled ends (analysis/calibration/published_intervals.hpp)
+  // to say whether the pick survives the model's error. 1 = the model as it is; each in (0, 100].
+  std::array<double, 3> time_factor_by_size_regime{1.0, 1.0, 1.0};
 };
 
 struct CollectiveCost {
@@ -138,6 +152,9 @@ class CollectiveModel {
  private:
   // The protocol of the sends to NVLink peers: LL up to nccl_p2p_ll_threshold_bytes per peer.
   [[nodiscard]] NcclProto alltoall_nvlink_protocol(std::int64_t bytes) const;
+  // cost() before ModelOptions::time_factor_by_size_regime.
+  [[nodiscard]] CollectiveCost modelled_cost(CollectiveOp op, std::int64_t bytes, const NcclChoice& allowed,
+                                             Mode mode) const;
   topo::FabricSpec spec_;  // as the DES sees it: NCCL's NVLink rate, no per-message latency
   CommShape shape_;
   NcclTuningModel nccl_;

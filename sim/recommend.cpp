@@ -185,11 +185,28 @@ std::vector<ClusterRecommendation> recommend(const RecommendStudy& study, const 
     if (margin_model && rec.pick && rec.runner_up) {
       rec.margin_interval = margin_model(rec.candidates[*rec.pick].result.config, rec.candidates[*rec.runner_up].result.config);
     }
+    if (study.collective_stress_low && study.collective_stress_high && rec.pick && rec.runner_up) {
+      // Both candidates with every collective call at one end of the record (correlated: a cluster
+      // the model misses, misses in every call of a regime alike).
+      const auto margin_at = [&](const std::array<double, 3>& factors) {
+        WhatifConfig pick = rec.candidates[*rec.pick].result.config, runner_up = rec.candidates[*rec.runner_up].result.config;
+        pick.collective_options.time_factor_by_size_regime = factors;
+        runner_up.collective_options.time_factor_by_size_regime = factors;
+        return ns_to_ms(run_whatif(runner_up, inventory, kernels).step_wall_ns) -
+               ns_to_ms(run_whatif(pick, inventory, kernels).step_wall_ns);
+      };
+      rec.stress_margin_ms = {{margin_at(*study.collective_stress_low), margin_at(*study.collective_stress_high)}};
+    }
     rec.cluster = rec.candidates[rec.pick.value_or(idx.front())].result.config;
     if (done) done(rec);
     out.push_back(std::move(rec));
   }
   return out;
+}
+
+std::optional<bool> ClusterRecommendation::pick_holds_under_stress() const {
+  if (!stress_margin_ms) return std::nullopt;
+  return stress_margin_ms->first > 0 && stress_margin_ms->second > 0;
 }
 
 nlohmann::json cluster_json(const ClusterRecommendation& r) { return cluster_of(r.cluster); }
@@ -213,6 +230,11 @@ nlohmann::json to_json(const ClusterRecommendation& r, const RecommendStudy& stu
     j["margin_ms_hi"] = r.margin_interval->hi_ms;
     j["p_pick_wins"] = r.margin_interval->p_pick_wins;
   }
+  if (r.stress_margin_ms) {
+    j["margin_ms_collectives_at_record_low"] = r.stress_margin_ms->first;
+    j["margin_ms_collectives_at_record_high"] = r.stress_margin_ms->second;
+    j["pick_holds_at_record_ends"] = *r.pick_holds_under_stress();
+  }
   nlohmann::json all = nlohmann::json::array();
   for (const auto& c : r.candidates) all.push_back(candidate_json(c));
   j["candidates"] = std::move(all);
@@ -221,9 +243,9 @@ nlohmann::json to_json(const ClusterRecommendation& r, const RecommendStudy& stu
 
 std::string recommend_table_header() {
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %19s %8s %7s %11s %7s  %-13s %6s %19s %7s  %16s %6s", "fabric",
-                "nodes", "world", "pick", "cap", "step_ms", "defer%", "p/g/l", "c_used", "quality", "runner_up", "cap",
-                "step_ms", "quality", "margin_ms", "P(win)");
+  std::snprintf(buf, sizeof buf, "%-16s %5s %6s  %-13s %6s %19s %8s %7s %11s %7s  %-13s %6s %19s %7s  %16s %6s  %s",
+                "fabric", "nodes", "world", "pick", "cap", "step_ms", "defer%", "p/g/l", "c_used", "quality", "runner_up",
+                "cap", "step_ms", "quality", "margin_ms", "P(win)", "margin@record");
   return buf;
 }
 
@@ -266,7 +288,7 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
     return buf;
   }
   const auto& p = r.candidates[*r.pick];
-  std::string ru = "-", ru_cap = "-", ru_step = "-", ru_quality = "-", margin = "-", p_win = "-";
+  std::string ru = "-", ru_cap = "-", ru_step = "-", ru_quality = "-", margin = "-", p_win = "-", stress = "-";
   if (r.runner_up) {
     const auto& q = r.candidates[*r.runner_up];
     ru = std::string(opt::to_string(q.result.config.plan.scope));
@@ -283,13 +305,19 @@ std::string recommend_table_row(const ClusterRecommendation& r) {
       std::snprintf(b, sizeof b, "%+.2f", *r.margin_ms());
       margin = b;
     }
+    if (r.stress_margin_ms) {
+      std::snprintf(b, sizeof b, "%+.1f / %+.1f%s", r.stress_margin_ms->first, r.stress_margin_ms->second,
+                    *r.pick_holds_under_stress() ? "" : " (flips)");
+      stress = b;
+    }
   }
-  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %s %8s %7s %11s %7s  %-13s %6s %s %7s  %s %6s",
+  std::snprintf(buf, sizeof buf, "%-16s %5d %6lld  %-13s %6s %s %8s %7s %11s %7s  %-13s %6s %s %7s  %s %6s  %s",
                 c.fabric.name.c_str(), c.nodes, static_cast<long long>(c.world()),
                 std::string(opt::to_string(p.result.config.plan.scope)).c_str(), cap_text(p.result.config).c_str(),
                 pad_left(step_text(p), 19).c_str(), percent(p.deferral_fraction).c_str(), routing_text(p.result.routing).c_str(),
                 resolved_capacity_text(p.result.routing).c_str(), quality_text(p.result).c_str(), ru.c_str(),
-                ru_cap.c_str(), pad_left(ru_step, 19).c_str(), ru_quality.c_str(), pad_left(margin, 16).c_str(), p_win.c_str());
+                ru_cap.c_str(), pad_left(ru_step, 19).c_str(), ru_quality.c_str(), pad_left(margin, 16).c_str(), p_win.c_str(),
+                stress.c_str());
   return buf;
 }
 

@@ -13,12 +13,14 @@
 // global_capped whose groups are all routed to exact global is global: recommending one over the
 // other says nothing), so the margin is what the choice of scope is worth. A local whose selection
 // degenerates (k·w >= rows) is listed but never picked (RecommendCandidate::eligible).
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "optimizer/inventory.hpp"
@@ -34,6 +36,11 @@ struct RecommendStudy {
   // A step calibration whose fabric-scoped values apply on its own fabric only
   // (apply_fabric_calibration); null = none.
   const StepCalibration* fabric_calibration = nullptr;
+  // The stress test of the pick: every collective call's time at these factors per size regime
+  // (ModelOptions::time_factor_by_size_regime) — the published record's measured / modelled ends,
+  // which sim does not read (analysis/calibration/published_intervals.hpp: kCollectiveRecordLow /
+  // kCollectiveRecordHigh); nullopt = no stress test.
+  std::optional<std::array<double, 3>> collective_stress_low, collective_stress_high;
 };
 // UsageError naming the flag: a target outside (0, 1), more than one fraction (scopes are compared
 // at one fraction), then whatever expand() refuses.
@@ -76,6 +83,11 @@ struct ClusterRecommendation {
   std::vector<RecommendCandidate> candidates;  // in the sweep's order (scope, capacity)
   std::optional<std::size_t> pick, runner_up;  // indices into candidates; their result.quality is measured
   std::optional<MarginInterval> margin_interval;  // when a MarginModel was given
+  // The margin (runner-up step − pick step) with every collective call at the study's stress ends,
+  // low then high; nullopt without a stress test or a runner-up.
+  std::optional<std::pair<double, double>> stress_margin_ms;
+  // The pick stays ahead of the runner-up at both stress ends.
+  [[nodiscard]] std::optional<bool> pick_holds_under_stress() const;
   [[nodiscard]] std::optional<double> margin_ms() const;  // runner-up step - pick step
 };
 

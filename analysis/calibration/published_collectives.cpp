@@ -130,9 +130,11 @@ std::optional<double> stated_nic_GBps_per_gpu(const std::string& nic, int gpus_p
 std::string cluster_of(const PublishedRow& row) { return row.source.substr(0, row.source.find(' ')) + "|" + row.gpu; }
 
 SizeRegime regime_of(std::int64_t size_bytes) {
-  if (size_bytes <= 64 * 1024) return SizeRegime::latency;
-  if (size_bytes >= 64LL * 1024 * 1024) return SizeRegime::bandwidth;
-  return SizeRegime::middle;
+  switch (sim::size_regime_index(size_bytes)) {  // the collective model's own thresholds
+    case 0: return SizeRegime::latency;
+    case 2: return SizeRegime::bandwidth;
+    default: return SizeRegime::middle;
+  }
 }
 
 const char* to_string(SizeRegime r) {

@@ -48,6 +48,20 @@ std::pair<double, double> deviations(double v, double a, double b) {
 
 }  // namespace
 
+CollectiveRecordRange collective_record_range(const std::vector<RowPrediction>& predictions) {
+  std::array<std::vector<double>, 3> ratios;
+  for (const auto& p : predictions) {
+    if (!p.skipped.empty() || !(p.dionsim_us > 0) || !(p.row->time_us > 0)) continue;
+    ratios[static_cast<std::size_t>(regime_of(p.row->size_bytes))].push_back(p.row->time_us / p.dionsim_us);
+  }
+  CollectiveRecordRange r;
+  for (std::size_t g = 0; g < 3; ++g) {
+    std::tie(r.low[g], r.high[g]) = range_of(ratios[g]);
+    r.rows[g] = static_cast<int>(ratios[g].size());
+  }
+  return r;
+}
+
 PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
   PublishedIntervals out;
   out.predictions = predict_published(rows);
@@ -61,13 +75,14 @@ PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
     for (std::size_t i = 0; i < rows.size(); ++i) (held_set.count(i) ? held : others).push_back(rows[i]);
     FoldPriors f = priors_from(others);
     f.cluster = cluster;
-    std::vector<double> ratios[3];
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const RowPrediction& p = out.predictions[i];
-      if (held_set.count(i) || !p.skipped.empty() || !(p.dionsim_us > 0) || !(p.row->time_us > 0)) continue;
-      ratios[static_cast<int>(regime_of(p.row->size_bytes))].push_back(p.row->time_us / p.dionsim_us);
+    std::vector<RowPrediction> other_predictions;
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      if (!held_set.count(i)) other_predictions.push_back(out.predictions[i]);
+    const CollectiveRecordRange record = collective_record_range(other_predictions);
+    for (int g = 0; g < 3; ++g) {
+      f.ratio_low[g] = record.low[static_cast<std::size_t>(g)];
+      f.ratio_high[g] = record.high[static_cast<std::size_t>(g)];
     }
-    for (int g = 0; g < 3; ++g) std::tie(f.ratio_low[g], f.ratio_high[g]) = range_of(ratios[g]);
     // The held-out rows' times at one end of one source (index-aligned with `indices`).
     const auto at = [&](double nic_factor, double nvlink_factor, double net_step_us) {
       const ModelPerturbation m{nic_factor, nvlink_factor, net_step_us};

@@ -17,6 +17,7 @@
 // modelled times, and their distribution-free 90 % range [r(k), r(n+1−k)], k = ⌊0.05 (n+1)⌋ (as the
 // priors' ranges): the held-out row's prediction times that range. It asks nothing of the model's
 // structure: it is the error the model has made on clusters like it.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -62,5 +63,17 @@ struct PublishedIntervals {
 
 // Throws as predict_published does. `rows` must outlive the result.
 [[nodiscard]] PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows);
+
+// The model-form range over predicted rows (skipped and 0-time ones left out): measured / modelled
+// per size regime (latency, middle, bandwidth), distribution-free 90 % [r(k), r(n+1−k)].
+struct CollectiveRecordRange {
+  std::array<double, 3> low{1.0, 1.0, 1.0}, high{1.0, 1.0, 1.0};
+  std::array<int, 3> rows{0, 0, 0};
+};
+[[nodiscard]] CollectiveRecordRange collective_record_range(const std::vector<RowPrediction>& predictions);
+// collective_record_range of the committed CSV's nominal predictions, rounded to 3 decimals (a test
+// checks them): what `recommend` stresses the pick with (every call at one end).
+inline constexpr std::array<double, 3> kCollectiveRecordLow{0.922, 0.880, 0.898};
+inline constexpr std::array<double, 3> kCollectiveRecordHigh{2.894, 4.800, 2.358};
 
 }  // namespace dionsim::analysis

@@ -91,3 +91,18 @@ TEST_CASE("the model-form range is the other clusters' error: clusters of known 
   }
   CHECK(checked == static_cast<int>(rows.size()) - 0);  // every row is predicted (no skips in these clusters)
 }
+
+TEST_CASE("the collective record's range is the committed file's, as recommend's stress test uses it", "[published_intervals]") {
+  const auto rows = read_published_rows(kPublished.string());
+  const auto r = collective_record_range(predict_published(rows));
+  auto round3 = [](double v) { return std::round(v * 1000.0) / 1000.0; };
+  // 286 latency rows (the two 0-byte ones priced at 0 left out), 382 middle, 890 bandwidth.
+  CHECK(r.rows == std::array<int, 3>{286, 382, 890});
+  for (std::size_t g = 0; g < 3; ++g) {
+    INFO("regime " << g << ": " << r.low[g] << " .. " << r.high[g]);
+    CHECK(round3(r.low[g]) == Approx(kCollectiveRecordLow[g]).margin(1e-12));
+    CHECK(round3(r.high[g]) == Approx(kCollectiveRecordHigh[g]).margin(1e-12));
+    CHECK(r.low[g] < 1.0);  // the model is sometimes slow, more often fast
+    CHECK(r.high[g] > 2.0);
+  }
+}

@@ -45,10 +45,10 @@ dionsim_cli_test(issue19_routing_json EXIT 0
                  ARGS whatif --model gpt-14b --gpus 8192 --scope global_capped --mfu 0.45 --json -q)
 
 # recommend: table, JSON, bad input before any work.
-dionsim_cli_test(issue19_recommend_table EXIT 0 MATCH "pick +cap +step_ms +defer% +p/g/l +c_used +quality +runner_up[^\n]*margin_ms +P\\(win\\)\nh100-ndr400 +1 +8 +local +- +[0-9.]+ ± [0-9.]+ +0\\.0000 +0/0/2 "
+dionsim_cli_test(issue19_recommend_table EXIT 0 MATCH "pick +cap +step_ms +defer% +p/g/l +c_used +quality +runner_up[^\n]*margin_ms +P\\(win\\) +margin@record\nh100-ndr400 +1 +8 +local +- +[0-9.]+ ± [0-9.]+ +0\\.0000 +0/0/2 [^\n]* [-+][0-9.]+ / [-+][0-9.]+\n"
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 -q)
 dionsim_cli_test(issue19_recommend_json EXIT 0
-                 MATCH "\"margin_ms\": [0-9.]+,\n *\"margin_ms_hi\": [-0-9.e]+,\n *\"margin_ms_lo\": [-0-9.e]+,\n[^#]*\"p_pick_wins\": 0\\.[0-9]+,\n *\"pick\": {"
+                 MATCH "\"margin_ms\": [0-9.]+,\n *\"margin_ms_collectives_at_record_high\": [-0-9.e]+,\n *\"margin_ms_collectives_at_record_low\": [-0-9.e]+,\n *\"margin_ms_hi\": [-0-9.e]+,\n *\"margin_ms_lo\": [-0-9.e]+,\n[^#]*\"p_pick_wins\": 0\\.[0-9]+,\n *\"pick\": {.*\"pick_holds_at_record_ends\": (true|false)"
                  ARGS recommend --model seed-5120x8 --nodes 1 --mfu 0.45 --json -q)
 dionsim_cli_test(issue19_recommend_json_quality EXIT 0
                  MATCH "\"routing\": {\n[^}]*\"local\": 2,[^}]*},\n *\"scope\": \"local\",\n *\"selection_quality\": {"

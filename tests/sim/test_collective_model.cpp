@@ -1215,3 +1215,31 @@ TEST_CASE("collective model: finite, positive, size-monotone prices on random cl
   }
   CHECK(priced > 1000);
 }
+
+TEST_CASE("the size-regime time factor scales every call of its regime alike and nothing else", "[collective][model]") {
+  const topo::FabricSpec spec = topo::preset("h100-ndr400");
+  ModelOptions stressed;
+  stressed.time_factor_by_size_regime = {2.0, 3.0, 0.5};
+  const CollectiveModel plain(spec, 16, 8), stress(spec, 16, 8, stressed);
+  // 64 KiB is the last latency-bound size, 64 MiB the first bandwidth-bound one (validate-collectives' regimes).
+  const std::vector<std::pair<std::int64_t, double>> sizes = {
+      {8192, 2.0}, {std::int64_t{64} << 10, 2.0}, {(std::int64_t{64} << 10) + 1, 3.0}, {std::int64_t{1} << 20, 3.0},
+      {(std::int64_t{64} << 20) - 1, 3.0}, {std::int64_t{64} << 20, 0.5}, {std::int64_t{1} << 30, 0.5}};
+  for (const auto op : {CollectiveOp::allgather, CollectiveOp::reducescatter, CollectiveOp::allreduce, CollectiveOp::alltoall}) {
+    for (const auto& [bytes, f] : sizes) {
+      INFO(to_string(op) << " " << bytes);
+      const auto a = plain.cost(op, bytes), b = stress.cost(op, bytes);
+      CHECK(b.algorithm == a.algorithm);  // the choice is NCCL's, not the stress test's
+      CHECK(b.protocol == a.protocol);
+      CHECK(b.time_us == Approx(f * a.time_us).epsilon(1e-12));
+      CHECK(b.latency_us == Approx(f * a.latency_us).epsilon(1e-12));
+      CHECK(b.pipeline_fill_us == Approx(f * a.pipeline_fill_us).epsilon(1e-12));
+      if (a.bandwidth_GBps > 0) CHECK(b.bandwidth_GBps == Approx(a.bandwidth_GBps / f).epsilon(1e-12));
+    }
+  }
+  for (const double bad : {0.0, -1.0, 101.0, std::nan("")}) {
+    ModelOptions o;
+    o.time_factor_by_size_regime[1] = bad;
+    CHECK_THROWS_AS(CollectiveModel(spec, 2, 8, o), UsageError);
+  }
+}

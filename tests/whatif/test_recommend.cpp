@@ -244,3 +244,44 @@ TEST_CASE("recommend: the pick's and the runner-up's own intervals, no one else'
   CHECK(with == 2);
   CHECK(recommend_table_row(r).find(" ± 25.00") != std::string::npos);  // half of the 50 ms interval
 }
+
+TEST_CASE("recommend: the stress test prices both candidates with every collective at the record's ends", "[recommend]") {
+  auto study = seed_recommend();
+  study.study.nodes = {2};
+  const auto inventory = opt::seed_5120x8();
+  const auto kernels = h100();
+  // At factors of 1 the stress margin is the margin itself.
+  study.collective_stress_low = std::array<double, 3>{1.0, 1.0, 1.0};
+  study.collective_stress_high = std::array<double, 3>{1.0, 1.0, 1.0};
+  auto recs = recommend(study, inventory, kernels);
+  REQUIRE(recs.size() == 1);
+  REQUIRE(recs[0].stress_margin_ms.has_value());
+  CHECK(recs[0].stress_margin_ms->first == Approx(*recs[0].margin_ms()).margin(1e-9));
+  CHECK(recs[0].stress_margin_ms->second == Approx(*recs[0].margin_ms()).margin(1e-9));
+  CHECK(*recs[0].pick_holds_under_stress() == (*recs[0].margin_ms() > 0));
+  // At real ends: each side is the runner-up's step minus the pick's, both re-simulated with every
+  // collective call of a size regime at that regime's factor.
+  study.collective_stress_low = std::array<double, 3>{0.9, 0.9, 0.9};
+  study.collective_stress_high = std::array<double, 3>{3.0, 5.0, 2.5};
+  recs = recommend(study, inventory, kernels);
+  const auto& rec = recs[0];
+  REQUIRE(rec.stress_margin_ms.has_value());
+  for (const auto& [factors, margin] : {std::pair{*study.collective_stress_low, rec.stress_margin_ms->first},
+                                        std::pair{*study.collective_stress_high, rec.stress_margin_ms->second}}) {
+    auto pick = rec.candidates[*rec.pick].result.config, runner_up = rec.candidates[*rec.runner_up].result.config;
+    pick.collective_options.time_factor_by_size_regime = factors;
+    runner_up.collective_options.time_factor_by_size_regime = factors;
+    const double expected = ns_to_ms(run_whatif(runner_up, inventory, kernels).step_wall_ns) -
+                            ns_to_ms(run_whatif(pick, inventory, kernels).step_wall_ns);
+    CHECK(margin == Approx(expected).margin(1e-9));
+  }
+  // Slower collectives move the two candidates apart: their collectives differ.
+  CHECK(rec.stress_margin_ms->second != Approx(rec.stress_margin_ms->first).margin(1e-6));
+  const auto j = to_json(rec, study);
+  CHECK(j["margin_ms_collectives_at_record_high"] == rec.stress_margin_ms->second);
+  CHECK(j["pick_holds_at_record_ends"] == *rec.pick_holds_under_stress());
+  CHECK(recommend_table_row(rec).find(" / ") != std::string::npos);
+  // Without the study's ends: no stress test, no field.
+  study.collective_stress_low.reset();
+  CHECK_FALSE(recommend(study, inventory, kernels)[0].stress_margin_ms.has_value());
+}
