@@ -7,6 +7,7 @@
 
 #include "analysis/calibration/collective_fit.hpp"
 #include "analysis/calibration/published_evidence.hpp"
+#include "analysis/calibration/published_intervals.hpp"
 #include "common/error.hpp"
 #include "common/files.hpp"
 #include "common/parse.hpp"
@@ -60,10 +61,24 @@ std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
 
 // The published track record of the model on `preset` (analysis/calibration/published_evidence.hpp),
 // as the lines under the table.
+// On a cluster outside the record: every published cluster held out by the others' errors
+// (validate-collectives --intervals' model-form range, here over the whole record), as dionsim / measured.
+std::string outside_record_line() {
+  char line[240];
+  std::snprintf(line, sizeof line,
+                "# on a cluster outside the record (every published cluster, validate-collectives --intervals): 90 %% "
+                "of rows %.2f-%.2f / %.2f-%.2f / %.2f-%.2f (latency / middle / bandwidth)\n",
+                1.0 / analysis::kCollectiveRecordHigh[0], 1.0 / analysis::kCollectiveRecordLow[0],
+                1.0 / analysis::kCollectiveRecordHigh[1], 1.0 / analysis::kCollectiveRecordLow[1],
+                1.0 / analysis::kCollectiveRecordHigh[2], 1.0 / analysis::kCollectiveRecordLow[2]);
+  return line;
+}
+
 std::string evidence_footer(const std::string& preset, const std::optional<analysis::PresetEvidence>& e, bool calibrated) {
   if (!e) {
     return "# no published nccl-tests rows on " + preset +
-           " (validate-collectives): the model is unvalidated on this fabric; treat its times as estimates\n";
+           " (validate-collectives): the model is unvalidated on this fabric; treat its times as estimates\n" +
+           outside_record_line();
   }
   const std::string whose = e->preset == preset                     ? "its"
                             : preset.find('@') != std::string::npos ? e->preset + "'s, the same racks',"
@@ -84,7 +99,7 @@ std::string evidence_footer(const std::string& preset, const std::optional<analy
     }
     out += line;
   }
-  return out;
+  return out + outside_record_line();
 }
 
 }  // namespace
