@@ -116,7 +116,7 @@ int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolati
 }
 
 // --intervals: each cluster held out, its rows' 90 % intervals from the other clusters' priors.
-int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x) {
+int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x, bool against_record) {
   if (cmd.common().machine()) {
     nlohmann::json out = {{"regimes", nlohmann::json::array()}, {"folds", nlohmann::json::array()}, {"rows", nlohmann::json::array()}};
     for (const auto& c : x.summary)
@@ -158,12 +158,19 @@ int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x) {
                   r.covered ? "in" : "out", r.model_form_lo_us, r.model_form_hi_us, r.model_form_covered ? "in" : "out");
     }
   }
-  std::printf("# 90 %% intervals, each of %zu clusters held out: the priors (the inter-node link and the all-to-all's share,\n"
-              "# NCCL's NVLink rate and the one-domain all-to-all's share, the network step, the fabric spread)\n"
-              "# re-derived from the other clusters' rows, the held-out rows predicted at their ends\n",
-              x.folds.size());
-  std::printf("# beside them the model-form interval: the prediction times the other clusters' measured / modelled\n"
-              "# range in the row's regime (distribution-free 90 %%)\n");
+  if (against_record) {
+    std::printf("# 90 %% intervals of these rows by the published record: the priors (the inter-node link and the\n"
+                "# all-to-all's share, NCCL's NVLink rate and the one-domain all-to-all's share, the network step, the\n"
+                "# fabric spread) drawn from its rows, the rows predicted at their ends\n");
+  } else {
+    std::printf("# 90 %% intervals, each of %zu clusters held out: the priors (the inter-node link and the all-to-all's share,\n"
+                "# NCCL's NVLink rate and the one-domain all-to-all's share, the network step, the fabric spread)\n"
+                "# re-derived from the other clusters' rows, the held-out rows predicted at their ends\n",
+                x.folds.size());
+  }
+  std::printf("# beside them the model-form interval: the prediction times the %s measured / modelled\n"
+              "# range in the row's regime (distribution-free 90 %%)\n",
+              against_record ? "published rows'" : "other clusters'");
   std::printf("%-24s %6s %18s %20s %22s %24s\n", "regime", "rows", "priors covered %", "priors half-width %",
               "model-form covered %", "model-form half-width %");
   for (const auto& c : x.summary)
@@ -187,7 +194,8 @@ int run_validate_collectives(std::span<const std::string> args) {
               "rows of your own cluster's nccl-tests logs on the fabric preset you name.");
   cmd.options().add_options()
       ("published", po::value<std::string>()->default_value("../shared/data/nccl-published/measurements.csv"),
-       "published rows (measurements.csv columns; --csv is the output format)")
+       "published rows (measurements.csv columns; --csv is the output format); with --nccl-tests --intervals, "
+       "the record the intervals are drawn from")
       ("nccl-tests", po::value<std::string>()->value_name("LOG[,LOG…]"),
        "instead of --published: nccl-tests logs of your cluster (shape, GPU, NCCL version and NCCL_DEBUG=INFO's "
        "variables from each log; both placements), predicted on --fabric")
@@ -197,8 +205,9 @@ int run_validate_collectives(std::span<const std::string> args) {
        "apply a `calibrate --nccl-tests` calibration to every preset (rows it was fitted to are no longer predictions)")
       ("extrapolate", "per cluster with several node counts: fit the collective parameters to its smallest node count "
                       "only and predict its larger ones, calibrated beside nominal")
-      ("intervals", "with --published: each cluster held out, its rows' 90 % intervals from the priors of the other "
-                    "clusters (as whatif's intervals draw them) and their coverage per regime")
+      ("intervals", "each published cluster held out, its rows' 90 % intervals from the priors and errors of the "
+                    "other clusters (as whatif's intervals draw them) and their coverage per regime; with --nccl-tests: "
+                    "your logs' rows by the whole published record (--published's default file)")
       ("mapping", "print the cluster -> preset table and exit");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
@@ -212,18 +221,16 @@ int run_validate_collectives(std::span<const std::string> args) {
   }
   if (cmd.has("extrapolate") && cmd.has("calibration"))
     throw_bad_usage("--extrapolate", "with --calibration", "one of them: --extrapolate fits each cluster's own calibration");
-  if (cmd.has("intervals") && (cmd.has("extrapolate") || cmd.has("calibration") || cmd.has("nccl-tests")))
-    throw_bad_usage("--intervals", std::string("with --") + (cmd.has("extrapolate")   ? "extrapolate"
-                                                             : cmd.has("calibration") ? "calibration"
-                                                                                      : "nccl-tests"),
-                    "--intervals alone with --published: it holds out each published cluster and draws the priors "
-                    "from the others, nominal");
+  if (cmd.has("intervals") && (cmd.has("extrapolate") || cmd.has("calibration")))
+    throw_bad_usage("--intervals", std::string("with --") + (cmd.has("extrapolate") ? "extrapolate" : "calibration"),
+                    "--intervals without --extrapolate / --calibration: its intervals are the nominal model's");
   if (cmd.has("nccl-tests") != cmd.has("fabric"))
     throw UsageError("validate-collectives: --nccl-tests LOG[,LOG…] and --fabric F go together");
   std::vector<analysis::PublishedRow> rows;
   if (cmd.has("nccl-tests")) {
-    if (!vm["published"].defaulted())
-      throw_bad_usage("--published", vm["published"].as<std::string>(), "no --published with --nccl-tests: one set of rows");
+    if (!vm["published"].defaulted() && !cmd.has("intervals"))
+      throw_bad_usage("--published", vm["published"].as<std::string>(),
+                      "no --published with --nccl-tests (one set of rows) unless --intervals, which draws from it");
     const std::string fabric = vm["fabric"].as<std::string>();
     const std::string preset = topo::preset(fabric, "--fabric").name;  // refused by name before any log is read
     for (const auto& log : split_list(vm["nccl-tests"].as<std::string>(), "--nccl-tests")) {
@@ -233,7 +240,11 @@ int run_validate_collectives(std::span<const std::string> args) {
   } else {
     rows = analysis::read_published_rows(vm["published"].as<std::string>());
   }
-  if (cmd.has("intervals")) return print_intervals(cmd, analysis::published_intervals(rows));
+  if (cmd.has("intervals") && cmd.has("nccl-tests")) {
+    const auto record = analysis::read_published_rows(vm["published"].as<std::string>());
+    return print_intervals(cmd, analysis::intervals_against_record(rows, record), true);
+  }
+  if (cmd.has("intervals")) return print_intervals(cmd, analysis::published_intervals(rows), false);
   std::optional<analysis::Calibration> calibration;
   if (cmd.has("calibration")) calibration = analysis::read_calibration(vm["calibration"].as<std::string>());
   const auto predictions = analysis::predict_published(rows, calibration ? &*calibration : nullptr);

@@ -62,71 +62,71 @@ CollectiveRecordRange collective_record_range(const std::vector<RowPrediction>& 
   return r;
 }
 
-PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
-  PublishedIntervals out;
-  out.predictions = predict_published(rows);
-  std::map<std::string, std::vector<std::size_t>> by_cluster;
-  for (std::size_t i = 0; i < rows.size(); ++i) by_cluster[cluster_of(rows[i])].push_back(i);
+namespace {
 
-  std::vector<RowInterval> intervals(rows.size());
-  for (const auto& [cluster, indices] : by_cluster) {
-    const std::set<std::size_t> held_set(indices.begin(), indices.end());
-    std::vector<PublishedRow> others, held;
-    for (std::size_t i = 0; i < rows.size(); ++i) (held_set.count(i) ? held : others).push_back(rows[i]);
-    FoldPriors f = priors_from(others);
-    f.cluster = cluster;
-    std::vector<RowPrediction> other_predictions;
-    for (std::size_t i = 0; i < rows.size(); ++i)
-      if (!held_set.count(i)) other_predictions.push_back(out.predictions[i]);
-    const CollectiveRecordRange record = collective_record_range(other_predictions);
-    for (int g = 0; g < 3; ++g) {
-      f.ratio_low[g] = record.low[static_cast<std::size_t>(g)];
-      f.ratio_high[g] = record.high[static_cast<std::size_t>(g)];
-    }
-    // The held-out rows' times at one end of one source (index-aligned with `indices`).
-    const auto at = [&](double nic_factor, double nvlink_factor, double net_step_us) {
-      const ModelPerturbation m{nic_factor, nvlink_factor, net_step_us};
-      std::vector<double> t;
-      for (const auto& p : predict_published(held, nullptr, &m)) t.push_back(p.dionsim_us);
-      return t;
-    };
-    const double z = kIntervalZ;
-    // The rates' ends: a slower link is a larger time factor, so its rate factor is the inverse.
-    const std::vector<std::pair<std::vector<double>, std::vector<double>>> ends = {
-        {at(1.0 / f.link_high, 1, 0), at(1.0 / f.link_low, 1, 0)},
-        {at(1, 1.0 / f.nvlink_high, 0), at(1, 1.0 / f.nvlink_low, 0)},
-        {at(1, 1, f.net_step_low_us), at(1, 1, f.net_step_high_us)},
-        {at(std::exp(-z * f.fabric_spread), 1, 0), at(std::exp(z * f.fabric_spread), 1, 0)},
-    };
-    for (std::size_t k = 0; k < indices.size(); ++k) {
-      const RowPrediction& p = out.predictions[indices[k]];
-      if (!p.skipped.empty() || !(p.dionsim_us > 0)) continue;
-      const double v = p.dionsim_us;
-      double up2 = 0, down2 = 0;
-      const auto add = [&](double a, double b) {
-        const auto [up, down] = deviations(v, a, b);
-        up2 += up * up;
-        down2 += down * down;
-      };
-      for (const auto& [low_end, high_end] : ends) add(low_end[k], high_end[k]);
-      if (p.row->collective == "alltoall") {
-        const bool across = p.nvlink_domains >= 2;
-        add(v * (across ? f.alltoall_inter_low : f.alltoall_intra_low),
-            v * (across ? f.alltoall_inter_high : f.alltoall_intra_high));
-      }
-      RowInterval& r = intervals[indices[k]];
-      r.prediction = &p;
-      r.cluster = cluster;
-      r.lo_us = std::max(0.0, v - std::sqrt(down2));
-      r.hi_us = v + std::sqrt(up2);
-      r.covered = r.lo_us <= p.row->time_us && p.row->time_us <= r.hi_us;
-      const int g = static_cast<int>(regime_of(p.row->size_bytes));
-      r.model_form_lo_us = v * f.ratio_low[g];
-      r.model_form_hi_us = v * f.ratio_high[g];
-      r.model_form_covered = r.model_form_lo_us <= p.row->time_us && p.row->time_us <= r.model_form_hi_us;
-    }
-    out.folds.push_back(f);
+// The priors and the model-form range drawn from `others` (with their nominal predictions).
+FoldPriors fold_priors(const std::vector<PublishedRow>& others, const std::vector<RowPrediction>& other_predictions,
+                       const std::string& cluster) {
+  FoldPriors f = priors_from(others);
+  f.cluster = cluster;
+  const CollectiveRecordRange record = collective_record_range(other_predictions);
+  for (std::size_t g = 0; g < 3; ++g) {
+    f.ratio_low[g] = record.low[g];
+    f.ratio_high[g] = record.high[g];
   }
+  return f;
+}
+
+// The intervals of the rows `indices` of `predictions` (whose rows are `held`, index-aligned) by
+// the fold's priors and range, into `intervals` (indexed like `predictions`).
+void fold_intervals(const FoldPriors& f, const std::vector<PublishedRow>& held, const std::vector<std::size_t>& indices,
+                    const std::vector<RowPrediction>& predictions, std::vector<RowInterval>& intervals) {
+  // The held rows' times at one end of one source (index-aligned with `indices`).
+  const auto at = [&](double nic_factor, double nvlink_factor, double net_step_us) {
+    const ModelPerturbation m{nic_factor, nvlink_factor, net_step_us};
+    std::vector<double> t;
+    for (const auto& p : predict_published(held, nullptr, &m)) t.push_back(p.dionsim_us);
+    return t;
+  };
+  const double z = kIntervalZ;
+  // The rates' ends: a slower link is a larger time factor, so its rate factor is the inverse.
+  const std::vector<std::pair<std::vector<double>, std::vector<double>>> ends = {
+      {at(1.0 / f.link_high, 1, 0), at(1.0 / f.link_low, 1, 0)},
+      {at(1, 1.0 / f.nvlink_high, 0), at(1, 1.0 / f.nvlink_low, 0)},
+      {at(1, 1, f.net_step_low_us), at(1, 1, f.net_step_high_us)},
+      {at(std::exp(-z * f.fabric_spread), 1, 0), at(std::exp(z * f.fabric_spread), 1, 0)},
+  };
+  for (std::size_t k = 0; k < indices.size(); ++k) {
+    const RowPrediction& p = predictions[indices[k]];
+    if (!p.skipped.empty() || !(p.dionsim_us > 0)) continue;
+    const double v = p.dionsim_us;
+    double up2 = 0, down2 = 0;
+    const auto add = [&](double a, double b) {
+      const auto [up, down] = deviations(v, a, b);
+      up2 += up * up;
+      down2 += down * down;
+    };
+    for (const auto& [low_end, high_end] : ends) add(low_end[k], high_end[k]);
+    if (p.row->collective == "alltoall") {
+      const bool across = p.nvlink_domains >= 2;
+      add(v * (across ? f.alltoall_inter_low : f.alltoall_intra_low),
+          v * (across ? f.alltoall_inter_high : f.alltoall_intra_high));
+    }
+    RowInterval& r = intervals[indices[k]];
+    r.prediction = &p;
+    r.cluster = f.cluster;
+    r.lo_us = std::max(0.0, v - std::sqrt(down2));
+    r.hi_us = v + std::sqrt(up2);
+    r.covered = r.lo_us <= p.row->time_us && p.row->time_us <= r.hi_us;
+    const auto g = static_cast<std::size_t>(regime_of(p.row->size_bytes));
+    r.model_form_lo_us = v * f.ratio_low[g];
+    r.model_form_hi_us = v * f.ratio_high[g];
+    r.model_form_covered = r.model_form_lo_us <= p.row->time_us && p.row->time_us <= r.model_form_hi_us;
+  }
+}
+
+// The predicted rows' intervals in file order, and the coverage per regime.
+void summarize_into(PublishedIntervals& out, std::vector<RowInterval> intervals) {
   std::map<SizeRegime, IntervalCoverage> by_regime;
   for (auto& r : intervals) {
     if (r.prediction == nullptr) continue;
@@ -145,6 +145,44 @@ PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
     c.model_form_mean_half_width_pct /= c.rows;
     out.summary.push_back(c);
   }
+}
+
+}  // namespace
+
+PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows) {
+  PublishedIntervals out;
+  out.predictions = predict_published(rows);
+  std::map<std::string, std::vector<std::size_t>> by_cluster;
+  for (std::size_t i = 0; i < rows.size(); ++i) by_cluster[cluster_of(rows[i])].push_back(i);
+  std::vector<RowInterval> intervals(rows.size());
+  for (const auto& [cluster, indices] : by_cluster) {
+    const std::set<std::size_t> held_set(indices.begin(), indices.end());
+    std::vector<PublishedRow> others, held;
+    std::vector<RowPrediction> other_predictions;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      if (held_set.count(i)) {
+        held.push_back(rows[i]);
+      } else {
+        others.push_back(rows[i]);
+        other_predictions.push_back(out.predictions[i]);
+      }
+    }
+    out.folds.push_back(fold_priors(others, other_predictions, cluster));
+    fold_intervals(out.folds.back(), held, indices, out.predictions, intervals);
+  }
+  summarize_into(out, std::move(intervals));
+  return out;
+}
+
+PublishedIntervals intervals_against_record(const std::vector<PublishedRow>& rows, const std::vector<PublishedRow>& record) {
+  PublishedIntervals out;
+  out.predictions = predict_published(rows);
+  out.folds.push_back(fold_priors(record, predict_published(record), "the published record"));
+  std::vector<std::size_t> all(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) all[i] = i;
+  std::vector<RowInterval> intervals(rows.size());
+  fold_intervals(out.folds.back(), rows, all, out.predictions, intervals);
+  summarize_into(out, std::move(intervals));
   return out;
 }
 

@@ -63,6 +63,10 @@ struct PublishedIntervals {
 
 // Throws as predict_published does. `rows` must outlive the result.
 [[nodiscard]] PublishedIntervals published_intervals(const std::vector<PublishedRow>& rows);
+// The same for rows outside the record (a user's own nccl-tests logs): one fold, its priors and
+// range drawn from the whole `record` (the published rows), every row of `rows` predicted with them.
+[[nodiscard]] PublishedIntervals intervals_against_record(const std::vector<PublishedRow>& rows,
+                                                          const std::vector<PublishedRow>& record);
 
 // The model-form range over predicted rows (skipped and 0-time ones left out): measured / modelled
 // per size regime (latency, middle, bandwidth), distribution-free 90 % [r(k), r(n+1−k)].

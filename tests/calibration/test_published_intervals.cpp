@@ -106,3 +106,26 @@ TEST_CASE("the collective record's range is the committed file's, as recommend's
     CHECK(r.high[g] > 2.0);
   }
 }
+
+TEST_CASE("rows outside the record get the fold a held-out cluster gets", "[published_intervals]") {
+  // A user's logs against the record = that cluster held out of record + logs.
+  const auto all = read_published_rows(kPublished.string());
+  const std::string nebius = "github.com/dstackai/dstack|H100 80GB (Nebius)";
+  std::vector<PublishedRow> logs, record;
+  for (const auto& r : all) (cluster_of(r) == nebius ? logs : record).push_back(r);
+  REQUIRE_FALSE(logs.empty());
+  const auto against = intervals_against_record(logs, record);
+  const auto held_out = published_intervals(all);
+  REQUIRE(against.folds.size() == 1);
+  std::map<int, const RowInterval*> by_line;
+  for (const auto& r : held_out.rows)
+    if (r.cluster == nebius) by_line[r.prediction->row->line] = &r;
+  REQUIRE(against.rows.size() == by_line.size());
+  for (const auto& r : against.rows) {
+    const RowInterval& same = *by_line.at(r.prediction->row->line);
+    CHECK(r.lo_us == Approx(same.lo_us).epsilon(1e-12));
+    CHECK(r.hi_us == Approx(same.hi_us).epsilon(1e-12));
+    CHECK(r.model_form_lo_us == Approx(same.model_form_lo_us).epsilon(1e-12));
+    CHECK(r.model_form_hi_us == Approx(same.model_form_hi_us).epsilon(1e-12));
+  }
+}
