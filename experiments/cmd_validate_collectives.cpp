@@ -211,6 +211,9 @@ int run_validate_collectives(std::span<const std::string> args) {
       ("mapping", "print the cluster -> preset table and exit");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
+  if (!cmd.common().db.empty())  // a shared option every subcommand takes; this one stores nothing
+    throw_bad_usage("--db", cmd.common().db,
+                    "no --db: validate-collectives records nothing (--json / --csv print every row and regime)");
   const auto& vm = cmd.vm();
   if (cmd.has("mapping")) {
     std::printf("%-14s %-8s %s\n", "gpu contains", "nic word", "preset");
