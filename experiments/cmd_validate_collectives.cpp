@@ -119,12 +119,22 @@ int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolati
 int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x, bool against_record) {
   if (cmd.common().machine()) {
     nlohmann::json out = {{"regimes", nlohmann::json::array()}, {"folds", nlohmann::json::array()}, {"rows", nlohmann::json::array()}};
-    for (const auto& c : x.summary)
-      out["regimes"].push_back({{"regime", analysis::to_string(c.regime)}, {"rows", c.rows}, {"covered", c.covered},
-                                {"covered_pct", pct(c.covered, c.rows)}, {"mean_half_width_pct", c.mean_half_width_pct},
-                                {"model_form_covered", c.model_form_covered},
-                                {"model_form_covered_pct", pct(c.model_form_covered, c.rows)},
-                                {"model_form_mean_half_width_pct", c.model_form_mean_half_width_pct}});
+    const auto coverage_json = [](const analysis::IntervalCoverage& c) {
+      return nlohmann::json{{"regime", analysis::to_string(c.regime)}, {"rows", c.rows}, {"covered", c.covered},
+                            {"covered_pct", pct(c.covered, c.rows)}, {"mean_half_width_pct", c.mean_half_width_pct},
+                            {"model_form_covered", c.model_form_covered},
+                            {"model_form_covered_pct", pct(c.model_form_covered, c.rows)},
+                            {"model_form_mean_half_width_pct", c.model_form_mean_half_width_pct}};
+    };
+    for (const auto& c : x.summary) out["regimes"].push_back(coverage_json(c));
+    out["regimes_by_preset"] = nlohmann::json::array();
+    for (const auto& [preset, regimes] : x.summary_by_preset) {
+      for (const auto& c : regimes) {
+        auto j = coverage_json(c);
+        j["preset"] = preset;
+        out["regimes_by_preset"].push_back(j);
+      }
+    }
     for (const auto& f : x.folds)
       out["folds"].push_back({{"held_out", f.cluster}, {"link_time_low", f.link_low}, {"link_time_high", f.link_high},
                               {"alltoall_inter_low", f.alltoall_inter_low}, {"alltoall_inter_high", f.alltoall_inter_high},
@@ -177,6 +187,18 @@ int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x, b
     std::printf("%-24s %6d %18.1f %20.1f %22.1f %24.1f\n", analysis::to_string(c.regime), c.rows,
                 pct(c.covered, c.rows), c.mean_half_width_pct, pct(c.model_form_covered, c.rows),
                 c.model_form_mean_half_width_pct);
+  std::printf("# by fabric preset: covered %%, priors / model-form (rows)\n%-20s %22s %22s %22s\n", "preset", "latency",
+              "middle", "bandwidth");
+  for (const auto& [preset, regimes] : x.summary_by_preset) {
+    std::string cells[3];
+    for (const auto& c : regimes) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f / %.0f (%d)", pct(c.covered, c.rows), pct(c.model_form_covered, c.rows), c.rows);
+      cells[static_cast<int>(c.regime)] = buf;
+    }
+    std::printf("%-20s %22s %22s %22s\n", preset.c_str(), cells[0].empty() ? "-" : cells[0].c_str(),
+                cells[1].empty() ? "-" : cells[1].c_str(), cells[2].empty() ? "-" : cells[2].c_str());
+  }
   return 0;
 }
 

@@ -125,26 +125,38 @@ void fold_intervals(const FoldPriors& f, const std::vector<PublishedRow>& held, 
   }
 }
 
-// The predicted rows' intervals in file order, and the coverage per regime.
-void summarize_into(PublishedIntervals& out, std::vector<RowInterval> intervals) {
-  std::map<SizeRegime, IntervalCoverage> by_regime;
-  for (auto& r : intervals) {
-    if (r.prediction == nullptr) continue;
-    const SizeRegime regime = regime_of(r.prediction->row->size_bytes);
-    IntervalCoverage& c = by_regime[regime];
-    c.regime = regime;
-    ++c.rows;
-    c.covered += r.covered ? 1 : 0;
-    c.mean_half_width_pct += 100.0 * (r.hi_us - r.lo_us) / 2.0 / r.prediction->dionsim_us;
-    c.model_form_covered += r.model_form_covered ? 1 : 0;
-    c.model_form_mean_half_width_pct += 100.0 * (r.model_form_hi_us - r.model_form_lo_us) / 2.0 / r.prediction->dionsim_us;
-    out.rows.push_back(std::move(r));
-  }
+void count(IntervalCoverage& c, SizeRegime regime, const RowInterval& r) {
+  c.regime = regime;
+  ++c.rows;
+  c.covered += r.covered ? 1 : 0;
+  c.mean_half_width_pct += 100.0 * (r.hi_us - r.lo_us) / 2.0 / r.prediction->dionsim_us;
+  c.model_form_covered += r.model_form_covered ? 1 : 0;
+  c.model_form_mean_half_width_pct += 100.0 * (r.model_form_hi_us - r.model_form_lo_us) / 2.0 / r.prediction->dionsim_us;
+}
+
+std::vector<IntervalCoverage> finished(std::map<SizeRegime, IntervalCoverage>& by_regime) {
+  std::vector<IntervalCoverage> out;
   for (auto& [regime, c] : by_regime) {
     c.mean_half_width_pct /= c.rows;
     c.model_form_mean_half_width_pct /= c.rows;
-    out.summary.push_back(c);
+    out.push_back(c);
   }
+  return out;
+}
+
+// The predicted rows' intervals in file order, and the coverage per regime (and per preset).
+void summarize_into(PublishedIntervals& out, std::vector<RowInterval> intervals) {
+  std::map<SizeRegime, IntervalCoverage> by_regime;
+  std::map<std::string, std::map<SizeRegime, IntervalCoverage>> by_preset;
+  for (auto& r : intervals) {
+    if (r.prediction == nullptr) continue;
+    const SizeRegime regime = regime_of(r.prediction->row->size_bytes);
+    count(by_regime[regime], regime, r);
+    count(by_preset[r.prediction->preset][regime], regime, r);
+    out.rows.push_back(std::move(r));
+  }
+  out.summary = finished(by_regime);
+  for (auto& [preset, regimes] : by_preset) out.summary_by_preset[preset] = finished(regimes);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 // priors' ranges): the held-out row's prediction times that range. It asks nothing of the model's
 // structure: it is the error the model has made on clusters like it.
 #include <array>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,7 @@ struct PublishedIntervals {
   std::vector<RowInterval> rows;           // the predicted rows, in file order
   std::vector<FoldPriors> folds;           // one per cluster, in name order
   std::vector<IntervalCoverage> summary;   // per regime (a regime without rows is left out)
+  std::map<std::string, std::vector<IntervalCoverage>> summary_by_preset;  // the same per fabric preset
 };
 
 // Throws as predict_published does. `rows` must outlive the result.

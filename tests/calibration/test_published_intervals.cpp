@@ -55,6 +55,17 @@ TEST_CASE("every published cluster is held out of its own fold's priors", "[publ
     CHECK(c.model_form_covered == count[c.regime].second);
     CHECK(c.mean_half_width_pct > 0);
   }
+  // Per preset the same rows, split.
+  std::map<SizeRegime, std::pair<int, int>> by_preset;
+  for (const auto& [preset, regimes] : x.summary_by_preset)
+    for (const auto& c : regimes) {
+      by_preset[c.regime].first += c.rows;
+      by_preset[c.regime].second += c.covered;
+    }
+  for (const auto& c : x.summary) {
+    CHECK(by_preset[c.regime].first == c.rows);
+    CHECK(by_preset[c.regime].second == c.covered);
+  }
 }
 
 TEST_CASE("the model-form range is the other clusters' error: clusters of known error", "[published_intervals]") {
