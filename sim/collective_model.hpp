@@ -50,7 +50,6 @@ inline constexpr double kP2pChannelGBps = 21.0;
 // collective_model.cpp).
 inline constexpr double kNvlsStepOverheadUs = 0.47;
 
-// What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
 // The size regimes of a call by its nccl-tests size (validate-collectives scores by them): latency-
 // bound up to 64 KiB, bandwidth-bound from 64 MiB, the middle between.
 inline constexpr std::int64_t kLatencyRegimeMaxBytes = std::int64_t{64} << 10;
@@ -59,6 +58,7 @@ inline constexpr std::int64_t kBandwidthRegimeMinBytes = std::int64_t{64} << 20;
   return nccl_tests_bytes <= kLatencyRegimeMaxBytes ? 0 : nccl_tests_bytes >= kBandwidthRegimeMinBytes ? 2 : 1;
 }
 
+// What the model needs beyond a FabricSpec, derived from it (see comm_shape()).
 struct ModelOptions {
   double extra_hop_latency_us = 0;  // added to every hop (--latency-us); NCCL's constants alone by default
   bool pxn = true;                  // PXN routing of all-to-alls on rail-optimized fabrics

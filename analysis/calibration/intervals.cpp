@@ -287,10 +287,9 @@ InterNodePriorEstimate inter_node_prior_from_published(const std::vector<Publish
 }
 
 NetHopPriorEstimate net_hop_prior_from_published(const std::vector<PublishedRow>& rows) {
-  constexpr std::int64_t kMaxBytes = std::int64_t{64} << 10;  // validate-collectives' latency regime
   std::vector<PublishedRow> latency;
   for (const auto& r : rows) {
-    if (r.nodes < 2 || r.size_bytes <= 0 || r.size_bytes > kMaxBytes || !(r.time_us > 0)) continue;
+    if (r.nodes < 2 || r.size_bytes <= 0 || regime_of(r.size_bytes) != SizeRegime::latency || !(r.time_us > 0)) continue;
     if (r.collective == "alltoall" || r.collective == "sendrecv") continue;
     if (r.placement != "out-of-place" && r.placement != "in-place") continue;
     latency.push_back(r);
