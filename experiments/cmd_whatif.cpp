@@ -8,6 +8,7 @@
 
 #include "analysis/measured/measurements.hpp"
 #include "analysis/calibration/intervals.hpp"
+#include "analysis/calibration/published_intervals.hpp"
 #include "analysis/store/store.hpp"
 #include "analysis/perfetto/whatif_trace_file.hpp"
 #include "analysis/records/records.hpp"
@@ -96,14 +97,20 @@ int run_whatif(std::span<const std::string> args) {
     if (stored && Recorder::other_revision(*stored_by)) ++skipped_other_revision;
     const auto result = sim::run_whatif(config, inventory, kernels);
     const auto ivs = interval_model.intervals(config, inventory);
-    if (db && !stored)
-      db->store(analysis::whatif_record(result, config_json, common.seed, &ivs),
-                common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
+    // The stress bounds: every collective at the published record's ends (--json and --db only).
+    const auto stress = analysis::collective_record_stress_json(config, inventory, kernels);
+    if (db && !stored) {
+      auto record = analysis::whatif_record(result, config_json, common.seed, &ivs);
+      for (const auto& [name, value] : stress.items())
+        record.metrics.push_back({.name = name, .value = value.get<double>(), .unit = "ms"});
+      db->store(record, common.force ? analysis::OnExisting::replace : analysis::OnExisting::skip);
+    }
     if (!trace_out.empty()) analysis::write_whatif_trace(result, trace_out, trace_ranks);
     if (common.machine()) {
       auto row = config_json;
       row.update(sim::metrics_json(result));
       analysis::add_interval_json(row, ivs);
+      row.update(stress);
       row["optimizer_collectives"] = sim::collectives_json(result);
       if (quality) row["selection_quality"] = opt::to_json(quality->get(config.plan_config()));
       rows.push_back(std::move(row));

@@ -198,4 +198,17 @@ PublishedIntervals intervals_against_record(const std::vector<PublishedRow>& row
   return out;
 }
 
+nlohmann::json collective_record_stress_json(const sim::WhatifConfig& config, const opt::Inventory& inventory,
+                                            const sim::KernelModel& kernels) {
+  nlohmann::json j;
+  for (const auto& [end, factors] : {std::pair{"low", kCollectiveRecordLow}, std::pair{"high", kCollectiveRecordHigh}}) {
+    sim::WhatifConfig c = config;
+    c.collective_options.time_factor_by_size_regime = factors;
+    const auto r = sim::run_whatif(c, inventory, kernels);
+    j[std::string("step_wall_ms_collectives_at_record_") + end] = sim::ns_to_ms(r.step_wall_ns);
+    j[std::string("opt_wall_ms_collectives_at_record_") + end] = sim::ns_to_ms(r.opt_wall_seen_ns());  // as opt_wall_ms
+  }
+  return j;
+}
+
 }  // namespace dionsim::analysis

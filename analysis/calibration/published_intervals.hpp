@@ -18,12 +18,16 @@
 // priors' ranges): the held-out row's prediction times that range. It asks nothing of the model's
 // structure: it is the error the model has made on clusters like it.
 #include <array>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "analysis/calibration/published_collectives.hpp"
 #include "analysis/measured/nccl_published.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/kernel_model.hpp"
+#include "sim/whatif.hpp"
 
 namespace dionsim::analysis {
 
@@ -81,5 +85,14 @@ struct CollectiveRecordRange {
 // checks them): what `recommend` stresses the pick with (every call at one end).
 inline constexpr std::array<double, 3> kCollectiveRecordLow{0.922, 0.880, 0.898};
 inline constexpr std::array<double, 3> kCollectiveRecordHigh{2.894, 4.800, 2.358};
+
+// whatif's stress bounds of one configuration: the step and the optimizer wall re-simulated with
+// every collective call at the record's low and at its high ends (all calls together, as in
+// recommend's stress test): step_wall_ms_collectives_at_record_low / _high and the same for
+// opt_wall_ms. Not an interval: what the step is if the cluster is as far off the model as the
+// record's 5th / 95th percentile row.
+[[nodiscard]] nlohmann::json collective_record_stress_json(const sim::WhatifConfig& config,
+                                                           const opt::Inventory& inventory,
+                                                           const sim::KernelModel& kernels);
 
 }  // namespace dionsim::analysis

@@ -10,7 +10,12 @@
 #include "analysis/calibration/intervals.hpp"
 #include "analysis/calibration/published_intervals.hpp"
 #include "analysis/measured/nccl_published.hpp"
+#include "optimizer/inventory.hpp"
+#include "sim/kernel_model.hpp"
+#include "sim/whatif.hpp"
+#include "topologies/topology.hpp"
 
+using namespace dionsim;
 using namespace dionsim::analysis;
 
 namespace {
@@ -139,4 +144,32 @@ TEST_CASE("rows outside the record get the fold a held-out cluster gets", "[publ
     CHECK(r.model_form_lo_us == Approx(same.model_form_lo_us).epsilon(1e-12));
     CHECK(r.model_form_hi_us == Approx(same.model_form_hi_us).epsilon(1e-12));
   }
+}
+
+TEST_CASE("whatif's stress bounds: the step with every collective at the record's ends", "[published_intervals]") {
+  sim::WhatifStudy study;
+  study.base.model = "seed-5120x8";
+  study.base.mfu = 0.45;
+  study.gpus_per_node = 8;
+  study.scopes = {opt::Scope::global};
+  study.fractions = {0.25};
+  study.capacity_factors = {std::nullopt};
+  study.nodes = {4};
+  study.fabrics = {topo::preset("p5-efa")};
+  const auto config = sim::expand(study).at(0);
+  const auto inventory = opt::seed_5120x8();
+  const sim::KernelModel kernels(sim::default_kernel_model_config(sim::hardware_preset("h100-sxm", "--hardware")));
+  const auto j = collective_record_stress_json(config, inventory, kernels);
+  const double central = sim::ns_to_ms(sim::run_whatif(config, inventory, kernels).step_wall_ns);
+  for (const auto& [end, factors] : {std::pair{"low", kCollectiveRecordLow}, std::pair{"high", kCollectiveRecordHigh}}) {
+    auto c = config;
+    c.collective_options.time_factor_by_size_regime = factors;
+    const auto r = sim::run_whatif(c, inventory, kernels);
+    CHECK(j.at(std::string("step_wall_ms_collectives_at_record_") + end).get<double>() == Approx(sim::ns_to_ms(r.step_wall_ns)));
+    CHECK(j.at(std::string("opt_wall_ms_collectives_at_record_") + end).get<double>() ==
+          Approx(sim::ns_to_ms(r.opt_wall_seen_ns())));
+  }
+  // Faster collectives do not lengthen the step, slower ones do (the all-to-all is exposed here).
+  CHECK(j.at("step_wall_ms_collectives_at_record_low").get<double>() <= central + 1e-9);
+  CHECK(j.at("step_wall_ms_collectives_at_record_high").get<double>() > central);
 }

@@ -37,6 +37,11 @@ dionsim_cli_test(validate_bad_net_step_prior EXIT 2 MATCH "--net-step-prior: got
 # calibration, --fabric-spread checked.
 dionsim_cli_test(whatif_interval_json EXIT 0 MATCH "\"step_wall_ms\": 582\\.7[0-9]*,.*\"step_wall_ms_hi\": 6[0-9][0-9]\\.[0-9]+,\n *\"step_wall_ms_lo\": 5[0-7][0-9]\\.[0-9]+"
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19} --json)
+# The stress bounds beside the intervals: the step and the optimizer wall with every collective at
+# the published record's ends (session 21), in --json (and --db) only.
+dionsim_cli_test(whatif_collective_record_stress EXIT 0
+                 MATCH "\"opt_wall_ms_collectives_at_record_high\": [0-9.]+,\n *\"opt_wall_ms_collectives_at_record_low\": [0-9.]+,.*\"step_wall_ms_collectives_at_record_high\": [0-9.]+,\n *\"step_wall_ms_collectives_at_record_low\": [0-9.]+"
+                 ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19} --json)
 dionsim_cli_test(whatif_interval_table EXIT 0 MATCH " +step_ms +opt_ms .*\n.* 582\\.7[0-9] ± [0-9]+\\.[0-9][0-9] "
                  ARGS whatif --model seed-5120x8 --gpus-per-node 4 --nodes 2 --scope global --calibration ${cal19})
 dionsim_cli_test(whatif_interval_uncalibrated EXIT 0 MATCH "intervals: no step calibration: every step-model parameter takes its prior range"
