@@ -142,8 +142,7 @@ int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x, b
                               {"alltoall_intra_low", f.alltoall_intra_low}, {"alltoall_intra_high", f.alltoall_intra_high},
                               {"net_step_low_us", f.net_step_low_us}, {"net_step_high_us", f.net_step_high_us},
                               {"fabric_spread", f.fabric_spread},
-                              {"ratio_low", {f.ratio_low[0], f.ratio_low[1], f.ratio_low[2]}},
-                              {"ratio_high", {f.ratio_high[0], f.ratio_high[1], f.ratio_high[2]}}});
+                              {"ratio_low", f.record.low}, {"ratio_high", f.record.high}});
     for (const auto& r : x.rows) {
       const auto& p = *r.prediction;
       out["rows"].push_back({{"line", p.row->line}, {"cluster", r.cluster}, {"preset", p.preset},

@@ -214,11 +214,6 @@ FabricSpreadEstimate fabric_spread_from_published(const std::vector<PublishedRow
   return e;
 }
 
-namespace {
-
-// The distribution-free 90 % prediction interval of one more draw from n sorted values:
-// [x(k), x(n+1-k)] with k = max(1, floor(0.05 (n+1))), which holds >= 90 % once n >= 19 and
-// (n-1)/(n+1) below (the widest the sample can say).
 std::pair<double, double> prediction_range(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const auto n = v.size();
@@ -226,6 +221,8 @@ std::pair<double, double> prediction_range(std::vector<double> v) {
   const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.05 * static_cast<double>(n + 1))));
   return {v[std::min(k, n) - 1], v[n - std::min(k, n)]};
 }
+
+namespace {
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -104,6 +104,12 @@ inline constexpr double kPublishedFabricSpread = 0.024;
 //   node_scaling: per (cluster, GPUs per node, ring or all-to-all), between consecutive node
 //         counts, |Δ log(measured / modelled)| / √(log2 of the node ratio); the 90 % end is the
 //         k-th largest of m with k = max(1, floor(0.1 (m+1))).
+// The distribution-free 90 % prediction interval of one more draw from n values: [x(k), x(n+1-k)]
+// of the sorted values with k = max(1, floor(0.05 (n+1))), which holds >= 90 % once n >= 19 and
+// (n-1)/(n+1) below (the widest the sample can say); (1, 1) for none. Every prior below and the
+// model-form range of published_intervals.hpp take it.
+[[nodiscard]] std::pair<double, double> prediction_range(std::vector<double> values);
+
 struct InterNodePriorEstimate {
   double link_time_low = 1, link_time_high = 1;  // time factors on the assumed fabric's model
   int link_groups = 0;

@@ -32,15 +32,6 @@ FoldPriors priors_from(const std::vector<PublishedRow>& others) {
   return f;
 }
 
-// The distribution-free 90 % range of one more draw (intervals.cpp's rule).
-std::pair<double, double> range_of(std::vector<double> v) {
-  if (v.empty()) return {1.0, 1.0};
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  const std::size_t k = std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.05 * static_cast<double>(n + 1))));
-  return {v[std::min(k, n) - 1], v[n - std::min(k, n)]};
-}
-
 // One source's deviations from the central time v, at its two ends a and b: (up, down), each >= 0.
 std::pair<double, double> deviations(double v, double a, double b) {
   return {std::max({0.0, a - v, b - v}), std::max({0.0, v - a, v - b})};
@@ -56,7 +47,7 @@ CollectiveRecordRange collective_record_range(const std::vector<RowPrediction>& 
   }
   CollectiveRecordRange r;
   for (std::size_t g = 0; g < 3; ++g) {
-    std::tie(r.low[g], r.high[g]) = range_of(ratios[g]);
+    std::tie(r.low[g], r.high[g]) = prediction_range(ratios[g]);
     r.rows[g] = static_cast<int>(ratios[g].size());
   }
   return r;
@@ -69,11 +60,7 @@ FoldPriors fold_priors(const std::vector<PublishedRow>& others, const std::vecto
                        const std::string& cluster) {
   FoldPriors f = priors_from(others);
   f.cluster = cluster;
-  const CollectiveRecordRange record = collective_record_range(other_predictions);
-  for (std::size_t g = 0; g < 3; ++g) {
-    f.ratio_low[g] = record.low[g];
-    f.ratio_high[g] = record.high[g];
-  }
+  f.record = collective_record_range(other_predictions);
   return f;
 }
 
@@ -119,8 +106,8 @@ void fold_intervals(const FoldPriors& f, const std::vector<PublishedRow>& held, 
     r.hi_us = v + std::sqrt(up2);
     r.covered = r.lo_us <= p.row->time_us && p.row->time_us <= r.hi_us;
     const auto g = static_cast<std::size_t>(regime_of(p.row->size_bytes));
-    r.model_form_lo_us = v * f.ratio_low[g];
-    r.model_form_hi_us = v * f.ratio_high[g];
+    r.model_form_lo_us = v * f.record.low[g];
+    r.model_form_hi_us = v * f.record.high[g];
     r.model_form_covered = r.model_form_lo_us <= p.row->time_us && p.row->time_us <= r.model_form_hi_us;
   }
 }

@@ -48,6 +48,13 @@ struct IntervalCoverage {
   double model_form_mean_half_width_pct = 0;
 };
 
+// The model-form range over predicted rows (skipped and 0-time ones left out): measured / modelled
+// per size regime (latency, middle, bandwidth), distribution-free 90 % [r(k), r(n+1−k)].
+struct CollectiveRecordRange {
+  std::array<double, 3> low{1.0, 1.0, 1.0}, high{1.0, 1.0, 1.0};
+  std::array<int, 3> rows{0, 0, 0};
+};
+
 // The priors one fold drew from the other clusters (time factors; µs per network step).
 struct FoldPriors {
   std::string cluster;  // held out
@@ -55,8 +62,7 @@ struct FoldPriors {
   double nvlink_low = 1, nvlink_high = 1, alltoall_intra_low = 1, alltoall_intra_high = 1;
   double net_step_low_us = 0, net_step_high_us = 0;
   double fabric_spread = 0;
-  // measured / modelled of the other clusters' rows, 90 % range per regime (latency, middle, bandwidth)
-  double ratio_low[3] = {1, 1, 1}, ratio_high[3] = {1, 1, 1};
+  CollectiveRecordRange record;  // the other clusters' rows: the model-form range per regime
 };
 
 struct PublishedIntervals {
@@ -74,12 +80,7 @@ struct PublishedIntervals {
 [[nodiscard]] PublishedIntervals intervals_against_record(const std::vector<PublishedRow>& rows,
                                                           const std::vector<PublishedRow>& record);
 
-// The model-form range over predicted rows (skipped and 0-time ones left out): measured / modelled
-// per size regime (latency, middle, bandwidth), distribution-free 90 % [r(k), r(n+1−k)].
-struct CollectiveRecordRange {
-  std::array<double, 3> low{1.0, 1.0, 1.0}, high{1.0, 1.0, 1.0};
-  std::array<int, 3> rows{0, 0, 0};
-};
+// CollectiveRecordRange (above) of these predictions.
 [[nodiscard]] CollectiveRecordRange collective_record_range(const std::vector<RowPrediction>& predictions);
 // collective_record_range of the committed CSV's nominal predictions, rounded to 3 decimals (a test
 // checks them): what `recommend` stresses the pick with (every call at one end).
