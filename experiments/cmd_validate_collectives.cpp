@@ -115,7 +115,8 @@ int print_extrapolation(const Command& cmd, const analysis::PublishedExtrapolati
   return 0;
 }
 
-// --intervals: each cluster held out, its rows' 90 % intervals from the other clusters' priors.
+// --intervals: each cluster held out, its rows' 90 % intervals from the other clusters' priors and
+// errors; with --nccl-tests (against_record) the logs' rows by the whole published record's.
 int print_intervals(const Command& cmd, const analysis::PublishedIntervals& x, bool against_record) {
   if (cmd.common().machine()) {
     nlohmann::json out = {{"regimes", nlohmann::json::array()}, {"folds", nlohmann::json::array()}, {"rows", nlohmann::json::array()}};
@@ -228,7 +229,7 @@ int run_validate_collectives(std::span<const std::string> args) {
                       "only and predict its larger ones, calibrated beside nominal")
       ("intervals", "each published cluster held out, its rows' 90 % intervals from the priors and errors of the "
                     "other clusters (as whatif's intervals draw them) and their coverage per regime; with --nccl-tests: "
-                    "your logs' rows by the whole published record (--published's default file)")
+                    "your logs' rows by the whole published record (--published names it)")
       ("mapping", "print the cluster -> preset table and exit");
   cmd.offer_csv();
   if (!cmd.parse(args)) return 0;
