@@ -55,7 +55,11 @@ TABLE_COLUMNS = [
     ("opt_gpu_idle_pct", "GPU idle %", "{:.1f}"), ("a2a_payload_MB", "a2a MB", "{:.1f}"),
     ("a2a_ms", "a2a ms", "{:.2f}"), ("exposed_comm_ms", "exposed ms", "{:.2f}"), ("mfu_pct", "MFU %", "{:.2f}"),
     ("deferral_pct", "deferral %", "{:.4f}"),
+    ("step_wall_ms_collectives_at_record", "step ms, collectives at the record's ends", "{:.2f}"),
 ]
+# A column of two stored metrics <key>_low and <key>_high, shown as "low – high" (whatif's stress
+# bounds: the step with every collective at the published record's ends).
+RANGE_COLUMNS = {"step_wall_ms_collectives_at_record"}
 # Shown before the fixed columns when they vary within a study.
 VARYING_COLUMNS = [("model", "model", "{}"), ("hardware", "hardware", "{}"), ("gpus_per_node", "GPUs/node", "{}"),
                    ("shard_group", "shard", "{}"), ("tokens_per_gpu", "tok/GPU", "{}"), ("optimizer", "optimizer", "{}"),
@@ -179,6 +183,9 @@ def markdown_table(rows):
             v = cell(r, key)
             if key == "capacity_factor" and v is None:
                 v = "-"
+            if key in RANGE_COLUMNS:
+                low, high = r["metrics"].get(key + "_low"), r["metrics"].get(key + "_high")
+                v = "-" if low is None or high is None else fmt.format(low) + " – " + fmt.format(high)
             text = "-" if v is None or v == "" else (fmt.format(v) if not isinstance(v, str) else v)
             lo, hi = r["metrics"].get(key + "_lo"), r["metrics"].get(key + "_hi")
             if key not in r["config"] and lo is not None and hi is not None:

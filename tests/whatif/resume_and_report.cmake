@@ -36,6 +36,10 @@ foreach(f report.html report.md study1_step_wall_ms_vs_nodes.png study1_opt_wall
   endif()
 endforeach()
 file(READ ${WORKDIR}/resume-report/report.md md)
+# whatif's stress bounds (every collective at the published record's ends) as a "low – high" column.
+if(NOT md MATCHES "step ms, collectives at the record's ends \\|" OR NOT md MATCHES " [0-9]+\\.[0-9][0-9] – [0-9]+\\.[0-9][0-9] \\|")
+  message(FATAL_ERROR "report.md lacks the stress-bound column:\n${md}")
+endif()
 if(NOT md MATCHES "\\| interval options \\|.*\\| \\{\"net_step_prior_us\": \\[0\\.0, 5\\.0\\]\\} \\| h100-ndr400 \\|")
   message(FATAL_ERROR "report.md does not tell the runs of other interval options apart:\n${md}")
 endif()
