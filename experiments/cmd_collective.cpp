@@ -59,8 +59,6 @@ std::vector<std::int64_t> resolve_sizes(const Command& cmd) {
                           vm["stepfactor"].as<std::int64_t>());
 }
 
-// The published track record of the model on `preset` (analysis/calibration/published_evidence.hpp),
-// as the lines under the table.
 // On a cluster outside the record: every published cluster held out by the others' errors
 // (validate-collectives --intervals' model-form range, here over the whole record), as dionsim / measured.
 std::string outside_record_line() {
@@ -74,6 +72,8 @@ std::string outside_record_line() {
   return line;
 }
 
+// The published track record of the model on `preset` (analysis/calibration/published_evidence.hpp),
+// as the lines under the table.
 std::string evidence_footer(const std::string& preset, const std::optional<analysis::PresetEvidence>& e, bool calibrated) {
   if (!e) {
     return "# no published nccl-tests rows on " + preset +

@@ -97,8 +97,10 @@ int run_whatif(std::span<const std::string> args) {
     if (stored && Recorder::other_revision(*stored_by)) ++skipped_other_revision;
     const auto result = sim::run_whatif(config, inventory, kernels);
     const auto ivs = interval_model.intervals(config, inventory);
-    // The stress bounds: every collective at the published record's ends (--json and --db only).
-    const auto stress = analysis::collective_record_stress_json(config, inventory, kernels);
+    // The stress bounds: every collective at the published record's ends (--json and --db only:
+    // two more simulations, not run for the table).
+    const auto stress = (db && !stored) || common.machine() ? analysis::collective_record_stress_json(config, inventory, kernels)
+                                               : nlohmann::json::object();
     if (db && !stored) {
       auto record = analysis::whatif_record(result, config_json, common.seed, &ivs);
       for (const auto& [name, value] : stress.items())
